@@ -1,0 +1,396 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// kv is an ordered key=value file (later lines win).
+type kv struct {
+	keys []string
+	m    map[string]string
+}
+
+func readKV(path string) (kv, error) {
+	out := kv{m: map[string]string{}}
+	f, err := os.Open(path)
+	if err != nil {
+		return out, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), "=")
+		if !ok || strings.HasPrefix(k, "#") {
+			continue
+		}
+		if _, seen := out.m[k]; !seen {
+			out.keys = append(out.keys, k)
+		}
+		out.m[k] = v
+	}
+	return out, sc.Err()
+}
+
+func (k kv) str(key string) string { return k.m[key] }
+
+func (k kv) num(key string) float64 {
+	v, err := strconv.ParseFloat(strings.TrimSpace(k.m[key]), 64)
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+func (k kv) has(key string) bool { _, ok := k.m[key]; return ok }
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// --- sysbench -----------------------------------------------------------------
+
+type sbSecond struct {
+	sec  int // the line "[ Ns ]" covers (start+N-1 s, start+N s]
+	tps  float64
+	p99  float64
+	errs float64
+}
+
+type sysbenchLog struct {
+	seconds  []sbSecond
+	queueMax int
+	fatal    string // first FATAL line, if any
+	fatals   int
+}
+
+var (
+	sbLineRE  = regexp.MustCompile(`^\[ (\d+)s \] thds: \d+ tps: ([\d.]+) qps: .*lat \(ms,99%\): ([\d.]+) err/s: ([\d.]+)`)
+	sbQueueRE = regexp.MustCompile(`^\[ (\d+)s \] queue length: (\d+), concurrency: (\d+)`)
+)
+
+func parseSysbench(path string) (*sysbenchLog, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := &sysbenchLog{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if m := sbLineRE.FindStringSubmatch(line); m != nil {
+			s := sbSecond{}
+			s.sec, _ = strconv.Atoi(m[1])
+			s.tps, _ = strconv.ParseFloat(m[2], 64)
+			s.p99, _ = strconv.ParseFloat(m[3], 64)
+			s.errs, _ = strconv.ParseFloat(m[4], 64)
+			out.seconds = append(out.seconds, s)
+			continue
+		}
+		if m := sbQueueRE.FindStringSubmatch(line); m != nil {
+			q, _ := strconv.Atoi(m[2])
+			out.queueMax = max(out.queueMax, q)
+			continue
+		}
+		if strings.HasPrefix(line, "FATAL:") {
+			out.fatals++
+			if out.fatal == "" {
+				out.fatal = strings.TrimSpace(line)
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+// --- heartbeat monitor ----------------------------------------------------------
+
+type lagSample struct {
+	ms  int64
+	lag float64 // ms; for sbm: seconds, -1 for NULL
+}
+
+type lagLog struct {
+	hb, sbm []lagSample
+	errs    []string
+}
+
+func parseLag(path string) (*lagLog, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := &lagLog{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 3 {
+			continue
+		}
+		ms, err := strconv.ParseInt(fs[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch fs[0] {
+		case "hb":
+			v, err := strconv.ParseFloat(fs[2], 64)
+			if err == nil {
+				out.hb = append(out.hb, lagSample{ms, v})
+			}
+		case "sbm":
+			v, err := strconv.ParseFloat(fs[2], 64)
+			if err != nil {
+				v = -1
+			}
+			out.sbm = append(out.sbm, lagSample{ms, v})
+		case "err":
+			out.errs = append(out.errs, strings.Join(fs[2:], " "))
+		}
+	}
+	return out, sc.Err()
+}
+
+// maxIn returns the largest sample value in [from, to] and how many samples
+// there were.
+func maxIn(s []lagSample, from, to int64) (float64, int) {
+	best, n := 0.0, 0
+	for _, x := range s {
+		if x.ms >= from && x.ms <= to {
+			n++
+			best = max(best, x.lag)
+		}
+	}
+	return best, n
+}
+
+// --- recast progress --------------------------------------------------------------
+
+// recastLog is what recast's progress lines and final line say. Two line
+// formats are understood:
+//
+//	recast: 12s copy 48.3% (96600/~200000 rows, chunk 2400) | copy 8050 rows/s | binlog in 310 changes/s, written 290 rows/s, pending 12, behind 0 bytes | ETA 13s
+//	recast: 2s [copy] copy 9.6% (94669/~986400 rows, chunk 5000), 47320 rows/s | apply 0 ev/s vs in 0 ev/s, backlog 0 ev (0 B, caught up) | lag 127.0.0.1:14307 0s | throttled: … | ETA …
+type recastLog struct {
+	lines             int
+	copyRates         []float64 // rows/s while copying
+	inRates, outRates []float64 // incoming and applied (or written) per second
+	outIsRows         bool      // old format: "written rows/s" (after coalescing)
+	backlogMax        int64     // events (old format: pending)
+	backlogBytesMax   int64     // -1: a whole binlog file or more (old format)
+	throttledLines    int
+	throttledSeconds  float64 // sum of the intervals ending in a line that says "throttled"
+	throttleReasons   map[string]int
+	phases            []phaseSpan // in order of appearance
+	summary           string
+	copied, changes   int64
+	wrote             int64
+	attempts          int
+	locked            string
+	failure           string
+	lastElapsed       float64
+}
+
+type phaseSpan struct {
+	name        string
+	first, last float64 // elapsed seconds of the first and last line in the phase
+}
+
+var (
+	rcOldRE  = regexp.MustCompile(`^recast: (\S+) (copy done|copy [\d.]+%).* \| copy (\d+) rows/s \| binlog in (\d+) changes/s, written (\d+) rows/s, pending (\d+), behind (.*?) \|`)
+	rcNewRE  = regexp.MustCompile(`^recast: (\S+) \[([^\]]+)\] (copy done \(\d+ rows\)|copy [\d.]+% \(\d+/~\d+ rows, chunk \d+\), (\d+) rows/s) \| apply (\d+) ev/s vs in (\d+) ev/s, backlog (\d+) ev \(([^,]*), ([^)]*)\)(.*)$`)
+	rcThrRE  = regexp.MustCompile(`\| throttled: (.*?)(?: \| ETA|$)`)
+	rcDoneRE = regexp.MustCompile(`^migrated .* in (\S+): (\d+) rows copied, (\d+) binlog row changes applied \((\d+) rows written\), cut-over took (\d+) attempt\(s\), table locked (\S+);`)
+	numRE    = regexp.MustCompile(`^[\d.]+`)
+)
+
+func parseRecast(path string) (*recastLog, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := &recastLog{throttleReasons: map[string]int{}}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if m := rcNewRE.FindStringSubmatch(line); m != nil {
+			out.lines++
+			el := parseElapsed(m[1])
+			prev := out.lastElapsed
+			out.lastElapsed = el
+			phase := m[2]
+			if n := len(out.phases); n == 0 || out.phases[n-1].name != phase {
+				out.phases = append(out.phases, phaseSpan{phase, el, el})
+			} else {
+				out.phases[n-1].last = el
+			}
+			if m[4] != "" {
+				cr, _ := strconv.ParseFloat(m[4], 64)
+				if phase == "copy" {
+					out.copyRates = append(out.copyRates, cr)
+				}
+			}
+			ap, _ := strconv.ParseFloat(m[5], 64)
+			in, _ := strconv.ParseFloat(m[6], 64)
+			bl, _ := strconv.ParseInt(m[7], 10, 64)
+			out.inRates = append(out.inRates, in)
+			out.outRates = append(out.outRates, ap)
+			out.backlogMax = max(out.backlogMax, bl)
+			if b := parseBytes(m[8]); b > out.backlogBytesMax {
+				out.backlogBytesMax = b
+			}
+			if t := rcThrRE.FindStringSubmatch(m[10]); t != nil {
+				out.throttledLines++
+				out.throttledSeconds += max(el-prev, 0)
+				reason := t[1]
+				if i := strings.IndexAny(reason, ":0123456789"); i > 0 {
+					reason = strings.TrimSpace(reason[:i])
+				}
+				out.throttleReasons[reason]++
+			}
+			continue
+		}
+		if m := rcOldRE.FindStringSubmatch(line); m != nil {
+			out.lines++
+			out.outIsRows = true
+			out.lastElapsed = parseElapsed(m[1])
+			cr, _ := strconv.ParseFloat(m[3], 64)
+			in, _ := strconv.ParseFloat(m[4], 64)
+			wr, _ := strconv.ParseFloat(m[5], 64)
+			pend, _ := strconv.ParseInt(m[6], 10, 64)
+			if m[2] != "copy done" {
+				out.copyRates = append(out.copyRates, cr)
+			}
+			out.inRates = append(out.inRates, in)
+			out.outRates = append(out.outRates, wr)
+			out.backlogMax = max(out.backlogMax, pend)
+			behind := m[7]
+			if b, ok := strings.CutSuffix(behind, " bytes"); ok {
+				if v, err := strconv.ParseInt(b, 10, 64); err == nil && out.backlogBytesMax >= 0 {
+					out.backlogBytesMax = max(out.backlogBytesMax, v)
+				}
+			} else if strings.Contains(behind, "binlog file") {
+				out.backlogBytesMax = -1
+			}
+			continue
+		}
+		if m := rcDoneRE.FindStringSubmatch(line); m != nil {
+			out.summary = line
+			out.copied, _ = strconv.ParseInt(m[2], 10, 64)
+			out.changes, _ = strconv.ParseInt(m[3], 10, 64)
+			out.wrote, _ = strconv.ParseInt(m[4], 10, 64)
+			out.attempts, _ = strconv.Atoi(m[5])
+			out.locked = m[6]
+			continue
+		}
+		if strings.HasPrefix(line, "recast: ") {
+			out.failure = line
+		}
+	}
+	return out, sc.Err()
+}
+
+// phaseSeconds is how long each phase lasted, from the elapsed times of the
+// progress lines (a phase ends when the next one's first line appears; the
+// last one ends at wall).
+func (r *recastLog) phaseSeconds(wall float64) []phaseSpan {
+	out := make([]phaseSpan, len(r.phases))
+	for i, p := range r.phases {
+		start := p.first - 1 // the line at N s reports on (N-1, N]
+		if i == 0 {
+			start = 0
+		}
+		end := wall
+		if i+1 < len(r.phases) {
+			end = r.phases[i+1].first - 1
+		}
+		out[i] = phaseSpan{p.name, start, max(end, start)}
+	}
+	return out
+}
+
+func parseElapsed(s string) float64 {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0
+	}
+	return d.Seconds()
+}
+
+// parseBytes reads "931.9 KiB", "0 B", "1.2 MiB".
+func parseBytes(s string) int64 {
+	s = strings.TrimSpace(s)
+	n := numRE.FindString(s)
+	v, err := strconv.ParseFloat(n, 64)
+	if err != nil {
+		return 0
+	}
+	switch {
+	case strings.HasSuffix(s, "GiB"):
+		v *= 1 << 30
+	case strings.HasSuffix(s, "MiB"):
+		v *= 1 << 20
+	case strings.HasSuffix(s, "KiB"):
+		v *= 1 << 10
+	}
+	return int64(v)
+}
+
+// lastErrorLine finds the line that names a failure in a tool's log: the last
+// line mentioning an error, else the last non-empty line.
+func lastErrorLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.ToLower(lines[i])
+		if strings.Contains(l, "error") || strings.Contains(l, "fail") || strings.Contains(l, "not altered") ||
+			strings.Contains(l, "died") || strings.Contains(l, "killed") {
+			return strings.TrimSpace(lines[i])
+		}
+	}
+	if len(lines) > 0 {
+		return strings.TrimSpace(lines[len(lines)-1])
+	}
+	return ""
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}

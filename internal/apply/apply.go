@@ -1,0 +1,437 @@
+// Package apply writes the watched table's row changes to the ghost table
+// straight from their row images, never reading the source table.
+//
+// Changes are gathered into windows. Within a window only the last image of
+// each key is kept (a row written 1,000 times is written once), and the
+// window's surviving operations are split by key over Workers connections,
+// each sending multi-row DELETE and REPLACE statements. A window is applied
+// completely before the next one starts; its end position is then "applied".
+//
+// Why this converges to the source (the invariant the tests check): the last
+// image of a key in a window is that row's state at the window's end, so the
+// images written in one window are a consistent snapshot of the rows they
+// touch and cannot collide with each other on any unique key the source
+// enforces. A REPLACE may still delete a ghost row that holds a stale or
+// not-yet-current unique value; such a row differs from the source at the
+// window's end, so it has an event of its own at or after that point, which a
+// later window applies. Order across workers inside a window therefore does
+// not matter, and order across windows is binlog order.
+//
+// Keys whose values can be equal without being byte-equal (character columns
+// under a case-insensitive or PAD SPACE collation: 'A' = 'a', 'x' = 'x ')
+// cannot be partitioned by their bytes: two spellings of one row could land
+// on different workers. Such tables use one worker. Coalescing by exact bytes
+// stays correct there if deletes run before replaces: row images carry the
+// stored bytes, so among the spellings of one row seen in a window, the last
+// operation of every spelling but the row's final one is a delete (it stopped
+// being stored), and the final spelling's last operation is a replace, or a
+// delete if the row is gone. Deleting first and replacing last leaves exactly
+// the final state.
+package apply
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/recast-osc/recast/internal/binlog"
+	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/table"
+)
+
+// Config describes what to write where.
+type Config struct {
+	Ghost string // quoted `schema`.`table` of the ghost
+	// Source column ordinals written, and the ghost columns they go to.
+	SourceColumns []int
+	GhostColumns  []string
+	// The identifying key: source column ordinals and ghost column names, in key order.
+	KeySource []int
+	KeyGhost  []string
+	// Charsets, per written column (and per key column), name the source
+	// column's character set when the ghost column's differs: row images
+	// carry raw bytes in the source charset, so such values are written as
+	// CONVERT(? USING charset) and the server converts them. Empty: as is.
+	Charsets    []string
+	KeyCharsets []string
+	// Ordered forces one worker (set when any key column is collation-sensitive).
+	Ordered bool
+	// Workers is the number of parallel writer connections (ignored when Ordered).
+	Workers int
+	// BatchRows and BatchBytes cap one statement.
+	BatchRows  int
+	BatchBytes int
+	// WindowRows caps the operations gathered before a window is applied.
+	WindowRows int
+	Logger     *slog.Logger
+}
+
+// Applier gathers row changes into windows and applies them.
+type Applier struct {
+	db  *sql.DB
+	cfg Config
+
+	mu      sync.Mutex
+	window  *window
+	applied binlog.Position
+	waiters []chan struct{}
+
+	seed maphash.Seed
+
+	// counters for progress reporting
+	eventsIn  atomic.Int64 // row changes received
+	rowsOut   atomic.Int64 // rows written (after coalescing)
+	stmtCount atomic.Int64
+}
+
+// New returns an Applier writing through db.
+func New(db *sql.DB, cfg Config) (*Applier, error) {
+	if cfg.Ghost == "" || len(cfg.SourceColumns) == 0 || len(cfg.SourceColumns) != len(cfg.GhostColumns) {
+		return nil, fmt.Errorf("apply: ghost table and column mapping are required")
+	}
+	if len(cfg.KeySource) == 0 || len(cfg.KeySource) != len(cfg.KeyGhost) {
+		return nil, fmt.Errorf("apply: an identifying key is required")
+	}
+	if cfg.Workers < 1 || cfg.Ordered {
+		cfg.Workers = 1
+	}
+	if cfg.BatchRows <= 0 {
+		cfg.BatchRows = 500
+	}
+	if cfg.BatchBytes <= 0 {
+		cfg.BatchBytes = 4 << 20
+	}
+	if cfg.WindowRows <= 0 {
+		cfg.WindowRows = 20000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	a := &Applier{db: db, cfg: cfg, seed: maphash.MakeSeed()}
+	a.window = a.newWindow()
+	return a, nil
+}
+
+// op is one operation on one key: delete the row, or replace it with image.
+type op struct {
+	key    string
+	delete bool
+	image  []any // source row (full image); for delete the before image
+	bytes  int
+}
+
+type window struct {
+	byKey map[string]int // exact key -> index in ops (exact mode only)
+	ops   []op
+	end   binlog.Position
+	empty bool
+}
+
+func (a *Applier) newWindow() *window {
+	return &window{byKey: map[string]int{}, empty: true}
+}
+
+// Add records one stream event. It returns true when the current window is
+// full and should be flushed.
+func (a *Applier) Add(ev binlog.Event) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w := a.window
+	for _, rc := range ev.Rows {
+		a.eventsIn.Add(1)
+		switch rc.Kind {
+		case binlog.Insert:
+			a.put(w, op{key: a.keyOf(rc.After), image: rc.After})
+		case binlog.Delete:
+			a.put(w, op{key: a.keyOf(rc.Before), delete: true, image: rc.Before})
+		case binlog.Update:
+			kb, ka := a.keyOf(rc.Before), a.keyOf(rc.After)
+			if kb != ka {
+				a.put(w, op{key: kb, delete: true, image: rc.Before})
+			}
+			a.put(w, op{key: ka, image: rc.After})
+		}
+	}
+	if !ev.Pos.IsZero() {
+		w.end = ev.Pos
+		w.empty = false
+	}
+	return len(w.ops) >= a.cfg.WindowRows
+}
+
+func (a *Applier) put(w *window, o op) {
+	o.bytes = imageBytes(o.image)
+	if i, ok := w.byKey[o.key]; ok {
+		w.ops[i] = o
+		return
+	}
+	w.byKey[o.key] = len(w.ops)
+	w.ops = append(w.ops, o)
+}
+
+// Pending is the number of operations waiting in the current window.
+func (a *Applier) Pending() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.window.ops)
+}
+
+// Flush applies the current window. Only one Flush may run at a time; Add may
+// be called concurrently and goes into the next window.
+func (a *Applier) Flush(ctx context.Context) error {
+	a.mu.Lock()
+	w := a.window
+	a.window = a.newWindow()
+	a.mu.Unlock()
+	if w.empty && len(w.ops) == 0 {
+		return nil
+	}
+	if err := a.applyWindow(ctx, w); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	if !w.end.IsZero() && w.end.Compare(a.applied) > 0 {
+		a.applied = w.end
+	}
+	waiters := a.waiters
+	a.waiters = nil
+	a.mu.Unlock()
+	for _, c := range waiters {
+		close(c)
+	}
+	return nil
+}
+
+// Applied is the position through which every change has been applied.
+func (a *Applier) Applied() binlog.Position {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.applied
+}
+
+// SetApplied sets the starting position (nothing before it needs applying).
+func (a *Applier) SetApplied(p binlog.Position) {
+	a.mu.Lock()
+	a.applied = p
+	a.mu.Unlock()
+}
+
+// WaitApplied blocks until Applied() >= p or ctx ends.
+func (a *Applier) WaitApplied(ctx context.Context, p binlog.Position) error {
+	for {
+		a.mu.Lock()
+		if a.applied.Compare(p) >= 0 {
+			a.mu.Unlock()
+			return nil
+		}
+		c := make(chan struct{})
+		a.waiters = append(a.waiters, c)
+		a.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c:
+		}
+	}
+}
+
+// Stats are counters for progress reporting.
+type Stats struct {
+	Changes    int64 // row changes received
+	Rows       int64 // rows written after coalescing
+	Statements int64
+}
+
+// Stats returns the counters.
+func (a *Applier) Stats() Stats {
+	return Stats{Changes: a.eventsIn.Load(), Rows: a.rowsOut.Load(), Statements: a.stmtCount.Load()}
+}
+
+func (a *Applier) applyWindow(ctx context.Context, w *window) error {
+	if a.cfg.Workers == 1 {
+		return a.applyUnordered(ctx, w.ops)
+	}
+	parts := make([][]op, a.cfg.Workers)
+	for _, o := range w.ops {
+		i := maphash.String(a.seed, o.key) % uint64(a.cfg.Workers)
+		parts[i] = append(parts[i], o)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, p := range parts {
+		if len(p) == 0 {
+			continue
+		}
+		g.Go(func() error { return a.applyUnordered(gctx, p) })
+	}
+	return g.Wait()
+}
+
+// applyUnordered writes operations on distinct keys: deletes, then replaces
+// (the order the single-worker collation case relies on).
+func (a *Applier) applyUnordered(ctx context.Context, ops []op) error {
+	var dels, reps []op
+	for _, o := range ops {
+		if o.delete {
+			dels = append(dels, o)
+		} else {
+			reps = append(reps, o)
+		}
+	}
+	if err := a.writeRuns(ctx, dels); err != nil {
+		return err
+	}
+	return a.writeRuns(ctx, reps)
+}
+
+// writeRuns writes ops (all of one kind) in statements capped by rows and bytes.
+func (a *Applier) writeRuns(ctx context.Context, ops []op) error {
+	for len(ops) > 0 {
+		n, size := 0, 0
+		for n < len(ops) && n < a.cfg.BatchRows && (n == 0 || size+ops[n].bytes <= a.cfg.BatchBytes) {
+			size += ops[n].bytes
+			n++
+		}
+		batch := ops[:n]
+		ops = ops[n:]
+		var query string
+		var args []any
+		if batch[0].delete {
+			query, args = a.deleteStmt(batch)
+		} else {
+			query, args = a.replaceStmt(batch)
+		}
+		err := dbconn.Retry(ctx, 20, func(ctx context.Context) error {
+			_, err := a.db.ExecContext(ctx, query, args...)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("apply %d row(s) to %s: %w", len(batch), a.cfg.Ghost, err)
+		}
+		a.stmtCount.Add(1)
+		a.rowsOut.Add(int64(len(batch)))
+	}
+	return nil
+}
+
+func (a *Applier) replaceStmt(batch []op) (string, []any) {
+	var b strings.Builder
+	b.WriteString(dbconn.Tag + "REPLACE INTO " + a.cfg.Ghost + " (" + table.QuoteIdents(a.cfg.GhostColumns) + ") VALUES ")
+	row := "(" + placeholders(len(a.cfg.SourceColumns), a.cfg.Charsets) + ")"
+	args := make([]any, 0, len(batch)*len(a.cfg.SourceColumns))
+	for i, o := range batch {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(row)
+		for _, c := range a.cfg.SourceColumns {
+			args = append(args, o.image[c])
+		}
+	}
+	return b.String(), args
+}
+
+func (a *Applier) deleteStmt(batch []op) (string, []any) {
+	var b strings.Builder
+	k := len(a.cfg.KeySource)
+	b.WriteString(dbconn.Tag + "DELETE FROM " + a.cfg.Ghost + " WHERE (" + table.QuoteIdents(a.cfg.KeyGhost) + ") IN (")
+	tuple := "(" + placeholders(k, a.cfg.KeyCharsets) + ")"
+	args := make([]any, 0, len(batch)*k)
+	for i, o := range batch {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(tuple)
+		for _, c := range a.cfg.KeySource {
+			args = append(args, o.image[c])
+		}
+	}
+	b.WriteByte(')')
+	return b.String(), args
+}
+
+// placeholders renders n comma-separated placeholders, converted from the
+// charsets given.
+func placeholders(n int, charsets []string) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if i < len(charsets) && charsets[i] != "" {
+			b.WriteString("CONVERT(? USING " + charsets[i] + ")")
+		} else {
+			b.WriteByte('?')
+		}
+	}
+	return b.String()
+}
+
+// keyOf encodes the key columns of a row image into a string that is equal
+// for two images exactly when their key values are equal byte for byte.
+func (a *Applier) keyOf(image []any) string {
+	var b []byte
+	for _, c := range a.cfg.KeySource {
+		b = appendValue(b, image[c])
+	}
+	return string(b)
+}
+
+func appendValue(b []byte, v any) []byte {
+	switch x := v.(type) {
+	case nil:
+		return append(b, 0)
+	case int64:
+		b = append(b, 1)
+		return binary.BigEndian.AppendUint64(b, uint64(x))
+	case uint64:
+		b = append(b, 2)
+		return binary.BigEndian.AppendUint64(b, x)
+	case []byte:
+		b = append(b, 3)
+		b = binary.AppendUvarint(b, uint64(len(x)))
+		return append(b, x...)
+	case string:
+		b = append(b, 4)
+		b = binary.AppendUvarint(b, uint64(len(x)))
+		return append(b, x...)
+	case float64:
+		b = append(b, 5)
+		return binary.BigEndian.AppendUint64(b, math.Float64bits(x))
+	case float32:
+		b = append(b, 6)
+		return binary.BigEndian.AppendUint32(b, math.Float32bits(x))
+	case time.Time:
+		b = append(b, 7)
+		return x.UTC().AppendFormat(b, time.RFC3339Nano)
+	default:
+		s := fmt.Sprintf("%T:%v", v, v)
+		b = append(b, 8)
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		return append(b, s...)
+	}
+}
+
+func imageBytes(image []any) int {
+	n := 0
+	for _, v := range image {
+		switch x := v.(type) {
+		case []byte:
+			n += len(x) + 4
+		case string:
+			n += len(x) + 4
+		default:
+			n += 8
+		}
+	}
+	return n
+}

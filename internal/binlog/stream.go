@@ -1,0 +1,520 @@
+package binlog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/recast-osc/recast/internal/table"
+)
+
+const (
+	// heartbeatPeriod makes an idle server send a heartbeat, which Next turns
+	// into a progress event.
+	heartbeatPeriod = time.Second
+	// readTimeout: no packet (not even a heartbeat) for this long means the
+	// connection is dead; go-mysql then reconnects. It also bounds reading
+	// one event, so it must allow for the largest event on a slow link.
+	readTimeout = 30 * time.Second
+	// maxReconnectAttempts bounds go-mysql's reconnection loop: an attempt
+	// about every second (each with a 10 s connect timeout), so a server
+	// that is down for more than ~20 s ends the stream with an error.
+	maxReconnectAttempts = 20
+	// closeTimeout bounds Close.
+	closeTimeout = 5 * time.Second
+	// eventCacheCount is the number of events go-mysql reads ahead.
+	eventCacheCount = 2048
+)
+
+// Errors Next and Open return (wrapped, with details).
+var (
+	// ErrClosed: the stream was closed.
+	ErrClosed = errors.New("binlog stream closed")
+	// ErrRowImage: a rows event of the watched table lacks columns.
+	ErrRowImage = errors.New("rows event without a full row image: the server must run with binlog_row_image=FULL")
+	// ErrCompressed: MariaDB wrote a compressed event.
+	ErrCompressed = errors.New("compressed binlog event: the server must run with log_bin_compress=OFF")
+	// ErrSchemaChanged: the binlog's table map does not match Config.Table.
+	ErrSchemaChanged = errors.New("the watched table's definition changed")
+	// ErrStatementDML: a change to the watched table was logged as a statement.
+	ErrStatementDML = errors.New("statement-based change to the watched table: the server must run with binlog_format=ROW")
+	// ErrChecksum: an event failed its CRC32 check.
+	ErrChecksum = errors.New("binlog event checksum mismatch")
+	// ErrIncident: the server logged an incident (a gap in the binlog).
+	ErrIncident = errors.New("incident event in the binlog: changes may be missing")
+	// ErrXA: an XA transaction's outcome contradicts what was streamed: a
+	// prepared transaction whose changes to the watched table were returned
+	// was rolled back, or one prepared before the start position committed.
+	ErrXA = errors.New("XA transaction outcome cannot be streamed")
+)
+
+// Config says what to stream and how to connect.
+type Config struct {
+	Host     string
+	Port     uint16
+	User     string
+	Password string
+	ServerID uint32       // our replica server id; must differ from every server and replica
+	Table    *table.Table // the watched table (schema, name, column definitions for value normalisation)
+	Logger   *slog.Logger
+}
+
+// Stream reads the binlog from a position and returns the watched table's
+// row changes, DDL on it and progress marks. Next must be called from one
+// goroutine at a time; Close may be called from any goroutine.
+type Stream struct {
+	cfg      Config
+	cols     []column
+	log      *slog.Logger
+	syncer   *replication.BinlogSyncer
+	streamer *replication.BinlogStreamer
+
+	pos Position // end of the last event read (owned by Next)
+	err error    // sticky error (owned by Next)
+
+	// XA: MariaDB logs a prepared XA transaction's rows at XA PREPARE, its
+	// outcome (XA COMMIT/ROLLBACK) in a later event group.
+	groupRows  bool            // the current event group had watched rows
+	preparedXA map[string]bool // xid -> its rows touched the watched table
+
+	closed    context.Context // done once Close was called
+	markClose context.CancelFunc
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open connects as a replica (go-mysql BinlogSyncer, flavor "mariadb") and
+// starts streaming at from. A Pos of a progress event is always a valid
+// from; a Pos of a Rows event may sit between a table map and its rows events
+// and then fails with a missing-table-map error.
+func Open(ctx context.Context, cfg Config, from Position) (*Stream, error) {
+	switch {
+	case cfg.ServerID == 0:
+		return nil, errors.New("binlog: Config.ServerID must not be 0")
+	case cfg.Table == nil:
+		return nil, errors.New("binlog: Config.Table is nil")
+	case cfg.Host == "":
+		return nil, errors.New("binlog: Config.Host is empty")
+	case from.File == "":
+		return nil, errors.New("binlog: start position has no file")
+	}
+	cols, err := prepareColumns(cfg.Table)
+	if err != nil {
+		return nil, err
+	}
+	if from.Offset < 4 {
+		from.Offset = 4 // the first event of a binlog file
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Stream{cfg: cfg, cols: cols, log: log, pos: from}
+	s.closed, s.markClose = context.WithCancel(context.Background())
+
+	s.syncer = replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID:                cfg.ServerID,
+		Flavor:                  mysql.MariaDBFlavor,
+		Host:                    cfg.Host,
+		Port:                    cfg.Port,
+		User:                    cfg.User,
+		Password:                cfg.Password,
+		Localhost:               "recast",
+		TimestampStringLocation: time.UTC,
+		HeartbeatPeriod:         heartbeatPeriod,
+		ReadTimeout:             readTimeout,
+		MaxReconnectAttempts:    maxReconnectAttempts,
+		VerifyChecksum:          true,
+		// go-mysql logs its whole config and every rotate at INFO: keep its warnings only.
+		Logger:              slog.New(minLevel{log.Handler(), slog.LevelWarn}).With(slog.String("component", "go-mysql")),
+		RowsEventDecodeFunc: s.decodeRows,
+		DiscardGTIDSet:      true,
+		EventCacheCount:     eventCacheCount,
+	})
+
+	type started struct {
+		st  *replication.BinlogStreamer
+		err error
+	}
+	ch := make(chan started, 1)
+	go func() {
+		st, err := s.syncer.StartSync(mysql.Position{Name: from.File, Pos: from.Offset})
+		ch <- started{st, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("start binlog stream from %s on %s:%d: %w", from, cfg.Host, cfg.Port, r.err)
+		}
+		s.streamer = r.st
+	case <-ctx.Done():
+		go func() { <-ch; _ = s.Close() }()
+		return nil, fmt.Errorf("start binlog stream from %s: %w", from, ctx.Err())
+	}
+	log.Info("binlog stream started", slog.String("from", from.String()),
+		slog.String("table", cfg.Table.QuotedName()), slog.Uint64("server_id", uint64(cfg.ServerID)))
+	return s, nil
+}
+
+// Next blocks for the next event: row changes of the watched table, a DDL
+// statement on it, or a progress mark (see Event). An error other than the
+// context's is final: every later call returns it.
+func (s *Stream) Next(ctx context.Context) (Event, error) {
+	if s.err != nil {
+		return Event{}, s.err
+	}
+	if s.closed.Err() != nil {
+		return Event{}, ErrClosed
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.closed, cancel)
+	defer stop()
+	for {
+		be, err := s.streamer.GetEvent(ctx)
+		if err != nil {
+			if s.closed.Err() != nil || errors.Is(err, replication.ErrSyncClosed) {
+				return Event{}, ErrClosed
+			}
+			if ctx.Err() != nil {
+				return Event{}, fmt.Errorf("binlog stream at %s: %w", s.pos, ctx.Err())
+			}
+			s.err = fmt.Errorf("binlog stream broken after %s: %w", s.pos, describe(err))
+			return Event{}, s.err
+		}
+		ev, ok, err := s.handle(be)
+		if err != nil {
+			s.err = err
+			return Event{}, err
+		}
+		if ok {
+			return ev, nil
+		}
+	}
+}
+
+// Close stops the stream. It returns within about 5 s even if the server
+// does not answer (go-mysql's own shutdown then finishes in the background).
+func (s *Stream) Close() error {
+	s.closeOnce.Do(func() {
+		s.markClose()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer func() { _ = recover() }()
+			s.syncer.Close()
+		}()
+		select {
+		case <-done:
+		case <-time.After(closeTimeout):
+			s.closeErr = fmt.Errorf("close binlog stream: go-mysql did not stop within %s; left to finish in the background", closeTimeout)
+		}
+	})
+	return s.closeErr
+}
+
+// handle turns one go-mysql event into an Event (ok) or nothing, keeping
+// s.pos at the end of the event.
+func (s *Stream) handle(be *replication.BinlogEvent) (Event, bool, error) {
+	h := be.Header
+	if isCompressed(h.EventType) {
+		return Event{}, false, fmt.Errorf("%w (%s ending at %s:%d)", ErrCompressed, h.EventType, s.pos.File, h.LogPos)
+	}
+	next := s.pos
+	if ev, ok := be.Event.(*replication.RotateEvent); ok {
+		next = Position{File: string(ev.NextLogName), Offset: uint32(ev.Position)}
+	} else if h.LogPos > 0 && h.Flags&replication.LOG_EVENT_ARTIFICIAL_F == 0 {
+		next.Offset = h.LogPos
+		if ge, ok := be.Event.(*replication.GenericEvent); ok && h.EventType == replication.HEARTBEAT_EVENT && len(ge.Data) > 0 {
+			next.File = string(ge.Data) // a heartbeat names the master's current file
+		}
+	}
+	switch c := next.Compare(s.pos); {
+	case c > 0:
+		s.pos = next
+	case c < 0:
+		s.log.Warn("binlog position would move backwards; kept", slog.String("event", h.EventType.String()),
+			slog.String("pos", s.pos.String()), slog.String("event_pos", next.String()))
+	}
+	progress := Event{Pos: s.pos}
+
+	switch ev := be.Event.(type) {
+	case *replication.RowsEvent:
+		if h.LogPos == 0 {
+			return Event{}, false, fmt.Errorf("binlog: %s after %s has no log position", h.EventType, s.pos)
+		}
+		if !s.watched(ev.Table) {
+			return Event{}, false, nil
+		}
+		rows, err := s.rowChanges(ev)
+		if err != nil {
+			return Event{}, false, fmt.Errorf("%s of %s ending at %s: %w", h.EventType, s.cfg.Table.QuotedName(), s.pos, err)
+		}
+		if len(rows) == 0 {
+			return progress, true, nil
+		}
+		s.groupRows = true
+		return Event{Rows: rows, Pos: s.pos}, true, nil
+	case *replication.XIDEvent:
+		return progress, true, nil
+	case *replication.MariadbGTIDEvent:
+		s.groupRows = false // a new event group starts
+		return Event{}, false, nil
+	case *replication.QueryEvent:
+		q := string(ev.Query)
+		if strings.EqualFold(q, "BEGIN") {
+			return Event{}, false, nil
+		}
+		if err := s.trackXA(q); err != nil {
+			return Event{}, false, fmt.Errorf("%w: %s ending at %s", err, q, s.pos)
+		}
+		switch classifyQuery(q, string(ev.Schema), s.cfg.Table.Schema, s.cfg.Table.Name) {
+		case queryDDL:
+			return Event{DDL: q, Pos: s.pos}, true, nil
+		case queryDML:
+			return Event{}, false, fmt.Errorf("%w: %q (default schema %q) ending at %s", ErrStatementDML, q, ev.Schema, s.pos)
+		}
+		return progress, true, nil
+	case *replication.RotateEvent, *replication.MariadbBinlogCheckPointEvent:
+		return progress, true, nil
+	case *replication.GenericEvent:
+		switch h.EventType {
+		case replication.HEARTBEAT_EVENT, replication.HEARTBEAT_LOG_EVENT_V2:
+			return progress, true, nil
+		case replication.INCIDENT_EVENT:
+			return Event{}, false, fmt.Errorf("%w (ending at %s)", ErrIncident, s.pos)
+		}
+	}
+	return Event{}, false, nil
+}
+
+// trackXA follows XA statements (MariaDB logs "XA END xid" before the XA
+// PREPARE event of a prepared transaction, "XA COMMIT xid" or "XA ROLLBACK
+// xid" in a later group) and refuses outcomes that contradict the stream.
+func (s *Stream) trackXA(q string) error {
+	f := strings.Fields(q)
+	if len(f) < 3 || !strings.EqualFold(f[0], "XA") {
+		return nil
+	}
+	verb := strings.ToUpper(f[1])
+	rest := f[2:]
+	onePhase := len(rest) >= 2 && strings.EqualFold(rest[len(rest)-2], "ONE") && strings.EqualFold(rest[len(rest)-1], "PHASE")
+	if onePhase {
+		rest = rest[:len(rest)-2]
+	}
+	xid := strings.Join(rest, " ")
+	switch verb {
+	case "END":
+		if s.preparedXA == nil {
+			s.preparedXA = map[string]bool{}
+		}
+		s.preparedXA[xid] = s.groupRows
+	case "COMMIT":
+		if onePhase {
+			return nil // logged as an ordinary transaction
+		}
+		if _, ok := s.preparedXA[xid]; !ok {
+			return fmt.Errorf("%w: XA COMMIT of a transaction prepared before the stream started; its changes were not streamed", ErrXA)
+		}
+		delete(s.preparedXA, xid)
+	case "ROLLBACK":
+		touched, ok := s.preparedXA[xid]
+		delete(s.preparedXA, xid)
+		if ok && touched {
+			return fmt.Errorf("%w: XA ROLLBACK of a prepared transaction whose changes to the watched table were already streamed", ErrXA)
+		}
+	}
+	return nil
+}
+
+// isCompressed reports MariaDB's compressed query and rows events (165-171;
+// go-mysql only knows some of them).
+func isCompressed(t replication.EventType) bool {
+	return t >= replication.MARIADB_QUERY_COMPRESSED_EVENT && t <= replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1+3
+}
+
+func (s *Stream) watched(tm *replication.TableMapEvent) bool {
+	return tm != nil && string(tm.Schema) == s.cfg.Table.Schema && string(tm.Table) == s.cfg.Table.Name
+}
+
+// checkRows verifies a watched table's rows event before its rows are used.
+func (s *Stream) checkRows(re *replication.RowsEvent) error {
+	if err := checkTableMap(re.Table, s.cols); err != nil {
+		return err
+	}
+	n := len(s.cols)
+	if int(re.ColumnCount) != n {
+		return fmt.Errorf("%w: the rows event has %d columns, the definition %d", ErrSchemaChanged, re.ColumnCount, n)
+	}
+	if !fullImage(re.ColumnBitmap1, n) ||
+		((re.ColumnBitmap2 != nil || re.Type() == replication.EnumRowsEventTypeUpdate) && !fullImage(re.ColumnBitmap2, n)) {
+		return ErrRowImage
+	}
+	return nil
+}
+
+// decodeRows is go-mysql's RowsEventDecodeFunc: it decodes the rows of the
+// watched table only, and leaves them undecoded when checkRows fails (Next
+// reports that).
+func (s *Stream) decodeRows(re *replication.RowsEvent, data []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("decode rows event: %v", r)
+		}
+	}()
+	pos, err := re.DecodeHeader(data)
+	if err != nil {
+		return err
+	}
+	if !s.watched(re.Table) || s.checkRows(re) != nil {
+		return nil
+	}
+	return re.DecodeData(pos, data)
+}
+
+func (s *Stream) rowChanges(re *replication.RowsEvent) ([]RowChange, error) {
+	if err := s.checkRows(re); err != nil {
+		return nil, err
+	}
+	var out []RowChange
+	switch re.Type() {
+	case replication.EnumRowsEventTypeInsert, replication.EnumRowsEventTypeDelete:
+		kind := Insert
+		if re.Type() == replication.EnumRowsEventTypeDelete {
+			kind = Delete
+		}
+		out = make([]RowChange, 0, len(re.Rows))
+		for _, r := range re.Rows {
+			v, err := normaliseRow(r, s.cols)
+			if err != nil {
+				return nil, err
+			}
+			if kind == Insert {
+				out = append(out, RowChange{Kind: Insert, After: v})
+			} else {
+				out = append(out, RowChange{Kind: Delete, Before: v})
+			}
+		}
+	case replication.EnumRowsEventTypeUpdate:
+		if len(re.Rows)%2 != 0 {
+			return nil, fmt.Errorf("update rows event with %d images (odd)", len(re.Rows))
+		}
+		out = make([]RowChange, 0, len(re.Rows)/2)
+		for i := 0; i < len(re.Rows); i += 2 {
+			before, err := normaliseRow(re.Rows[i], s.cols)
+			if err != nil {
+				return nil, err
+			}
+			after, err := normaliseRow(re.Rows[i+1], s.cols)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, RowChange{Kind: Update, Before: before, After: after})
+		}
+	default:
+		return nil, errors.New("rows event of unknown kind")
+	}
+	return out, nil
+}
+
+// describe makes go-mysql's stream errors readable: an EventError prints the
+// raw event, which can be large.
+func describe(err error) error {
+	if errors.Is(err, replication.ErrChecksumMismatch) {
+		return fmt.Errorf("%w: %w", ErrChecksum, err)
+	}
+	var ee *replication.EventError
+	if !errors.As(err, &ee) {
+		return err
+	}
+	typ, end := "event", uint32(0)
+	if ee.Header != nil {
+		typ, end = ee.Header.EventType.String(), ee.Header.LogPos
+	}
+	if ee.Err == replication.ErrChecksumMismatch.Error() {
+		return fmt.Errorf("%w: %s ending at offset %d", ErrChecksum, typ, end)
+	}
+	return fmt.Errorf("decode %s ending at offset %d: %s", typ, end, ee.Err)
+}
+
+// CurrentPosition returns the end of the server's binlog (SHOW MASTER
+// STATUS, or SHOW BINLOG STATUS where the former is gone).
+func CurrentPosition(ctx context.Context, db *sql.DB) (Position, error) {
+	pos, err := binlogStatus(ctx, db, "SHOW MASTER STATUS")
+	var me *gomysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1064 { // ER_PARSE_ERROR
+		pos, err = binlogStatus(ctx, db, "SHOW BINLOG STATUS")
+	}
+	return pos, err
+}
+
+func binlogStatus(ctx context.Context, db *sql.DB, query string) (Position, error) {
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return Position{}, fmt.Errorf("%s: %w", query, err)
+	}
+	defer rows.Close()
+	names, err := rows.Columns()
+	if err != nil {
+		return Position{}, fmt.Errorf("%s: %w", query, err)
+	}
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return Position{}, fmt.Errorf("%s: %w", query, err)
+		}
+		return Position{}, fmt.Errorf("%s returned no row: binary logging is off (log_bin)", query)
+	}
+	vals := make([]sql.RawBytes, len(names))
+	ptrs := make([]any, len(names))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return Position{}, fmt.Errorf("%s: %w", query, err)
+	}
+	var pos Position
+	var offset string
+	for i, n := range names {
+		switch strings.ToLower(n) {
+		case "file":
+			pos.File = string(vals[i])
+		case "position":
+			offset = string(vals[i])
+		}
+	}
+	var off uint64
+	if _, err := fmt.Sscan(offset, &off); err != nil || pos.File == "" || off > 1<<32-1 {
+		return Position{}, fmt.Errorf("%s: unexpected File %q, Position %q", query, pos.File, offset)
+	}
+	pos.Offset = uint32(off)
+	if err := rows.Err(); err != nil {
+		return Position{}, fmt.Errorf("%s: %w", query, err)
+	}
+	return pos, nil
+}
+
+// minLevel drops records below min.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+
+func (h minLevel) WithGroup(g string) slog.Handler { return minLevel{h.Handler.WithGroup(g), h.min} }

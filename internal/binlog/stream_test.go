@@ -1,0 +1,665 @@
+package binlog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/recast-osc/recast/internal/table"
+	"github.com/recast-osc/recast/internal/testutil"
+)
+
+const allTypesDDL = `CREATE TABLE %s (
+  id INT NOT NULL PRIMARY KEY,
+  i INT, iu INT UNSIGNED, bi BIGINT, bu BIGINT UNSIGNED,
+  ti TINYINT, tu TINYINT UNSIGNED, si SMALLINT, su SMALLINT UNSIGNED,
+  mi MEDIUMINT, mu MEDIUMINT UNSIGNED,
+  d DECIMAL(10,3), f FLOAT, db DOUBLE,
+  c CHAR(10) CHARACTER SET utf8mb4, vc VARCHAR(50) CHARACTER SET utf8mb4,
+  l1 VARCHAR(20) CHARACTER SET latin1, tx TEXT, bl BLOB, vb VARBINARY(20), bn BINARY(4),
+  dt DATE, dtm DATETIME(6), dt0 DATETIME, ts TIMESTAMP NULL DEFAULT NULL, ts3 TIMESTAMP(3) NULL DEFAULT NULL,
+  tm TIME, tm2 TIME(2), y YEAR,
+  e ENUM('a','b','c d'), st SET('x','y','z'), bt BIT(8), b64 BIT(64), j JSON, pt POINT NULL,
+  g BIGINT AS (id * 10) VIRTUAL
+) ENGINE=InnoDB`
+
+const allTypesCols = "id, i, iu, bi, bu, ti, tu, si, su, mi, mu, d, f, db, c, vc, l1, tx, bl, vb, bn, dt, dtm, dt0, ts, ts3, tm, tm2, y, e, st, bt, b64, j, pt"
+
+const (
+	rowMax = `(1, -2147483648, 4294967295, -9223372036854775808, 18446744073709551615,
+  -128, 255, -32768, 65535, -8388608, 16777215,
+  -12.34, 1.5, -2.25e-10,
+  'ab', 'héllo 😀', 'é', 'text ✓', x'00FF10', x'0001', x'4100',
+  '2024-01-02', '2024-01-02 03:04:05.123456', '2024-02-29 23:59:59', '2024-01-02 03:04:05', '2024-01-02 03:04:05.12',
+  '-838:59:59', '12:34:56.78', 2024,
+  'c d', 'x,z', b'10100101', x'FFFFFFFFFFFFFFFF', '{"a": [1, "é"]}', ST_PointFromText('POINT(1 2)'))`
+	rowNull = `(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`
+	rowZero = `(3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  '', '', '', '', '', '', '',
+  '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', NULL,
+  '00:00:00', '-00:00:01.5', 0,
+  'a', '', b'0', 0, '[]', NULL)`
+)
+
+func expectedMax(vc string) []any {
+	return []any{int64(1), int64(math.MinInt32), uint64(math.MaxUint32), int64(math.MinInt64), uint64(math.MaxUint64),
+		int64(-128), uint64(255), int64(-32768), uint64(65535), int64(-8388608), uint64(16777215),
+		"-12.340", float32(1.5), float64(-2.25e-10),
+		[]byte("ab"), []byte(vc), []byte{0xe9}, []byte("text ✓"), []byte{0, 0xff, 0x10}, []byte{0, 1}, []byte{0x41, 0, 0, 0},
+		"2024-01-02", "2024-01-02 03:04:05.123456", "2024-02-29 23:59:59", "2024-01-02 03:04:05", "2024-01-02 03:04:05.120",
+		"-838:59:59", "12:34:56.78", int64(2024),
+		"c d", "x,z", uint64(0xa5), uint64(math.MaxUint64), []byte(`{"a": [1, "é"]}`),
+		// POINT(1 2): SRID 0, then WKB little-endian point.
+		[]byte{0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 0, 0, 0, 0, 0, 0, 0, 0x40},
+		int64(10)}
+}
+
+func expectedNull() []any {
+	v := make([]any, 36)
+	v[0], v[35] = int64(2), int64(20)
+	return v
+}
+
+func expectedZero() []any {
+	return []any{int64(3), int64(0), uint64(0), int64(0), uint64(0), int64(0), uint64(0), int64(0), uint64(0), int64(0), uint64(0),
+		"0.000", float32(0), float64(0),
+		[]byte{}, []byte{}, []byte{}, []byte{}, []byte{}, []byte{}, []byte{0, 0, 0, 0},
+		"0000-00-00", "0000-00-00 00:00:00.000000", "0000-00-00 00:00:00", "0000-00-00 00:00:00", nil,
+		"00:00:00", "-00:00:01.50", int64(0),
+		"a", "", uint64(0), uint64(0), []byte("[]"), nil, int64(30)}
+}
+
+func diffRow(t *testing.T, what string, got, want []any) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: %d values, want %d: %#v", what, len(got), len(want), got)
+		return
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("%s: value %d = %#v (%T), want %#v (%T)", what, i, got[i], got[i], want[i], want[i])
+		}
+	}
+}
+
+func TestRowValues(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, fmt.Sprintf(allTypesDDL, "t"), "CREATE TABLE other (id INT PRIMARY KEY, v VARCHAR(10))")
+	tb := loadTable(t, db, schema, "t")
+	from := currentPos(t, db)
+
+	testutil.Exec(t, db,
+		"INSERT INTO t ("+allTypesCols+") VALUES "+rowMax+", "+rowNull+", "+rowZero,
+		"INSERT INTO other VALUES (1, 'x')",
+		"UPDATE t SET vc = 'changed' WHERE id = 1",
+		"UPDATE other SET v = 'y'",
+		"DELETE FROM t WHERE id = 2",
+		"DELETE FROM other",
+	)
+	// ENUM's '' error value (index 0) needs a non-strict session.
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(context.Background(), "SET SESSION sql_mode = ''"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "UPDATE t SET e = 'nope' WHERE id = 3"); err != nil {
+		t.Fatal(err)
+	}
+	end := currentPos(t, db)
+
+	s := openStream(t, testConfig(t, tb, ""), from)
+	c := collect(t, s, end)
+	if len(c.ddl) != 0 {
+		t.Errorf("unexpected DDL: %q", c.ddl)
+	}
+	if c.last != end {
+		t.Errorf("last Pos %s, want CurrentPosition %s", c.last, end)
+	}
+	kinds := make([]Kind, len(c.rows))
+	for i, r := range c.rows {
+		kinds[i] = r.Kind
+	}
+	want := []Kind{Insert, Insert, Insert, Update, Delete, Update}
+	if !reflect.DeepEqual(kinds, want) {
+		t.Fatalf("kinds %v, want %v", kinds, want)
+	}
+	diffRow(t, "insert max", c.rows[0].After, expectedMax("héllo 😀"))
+	diffRow(t, "insert null", c.rows[1].After, expectedNull())
+	diffRow(t, "insert zero", c.rows[2].After, expectedZero())
+	diffRow(t, "update before", c.rows[3].Before, expectedMax("héllo 😀"))
+	diffRow(t, "update after", c.rows[3].After, expectedMax("changed"))
+	diffRow(t, "delete before", c.rows[4].Before, expectedNull())
+	zeroEnum := expectedZero()
+	zeroEnum[29] = ""
+	diffRow(t, "enum error value", c.rows[5].After, zeroEnum)
+	for i, r := range c.rows {
+		if (r.Kind == Insert) != (r.Before == nil) || (r.Kind == Delete) != (r.After == nil) {
+			t.Errorf("row %d (%s): Before %v After %v", i, r.Kind, r.Before != nil, r.After != nil)
+		}
+	}
+	for i := 1; i < len(c.positions); i++ {
+		if c.positions[i].Compare(c.positions[i-1]) < 0 {
+			t.Errorf("Pos went back: %s after %s", c.positions[i], c.positions[i-1])
+		}
+	}
+}
+
+func TestDDLEvent(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "CREATE TABLE other (id INT PRIMARY KEY)")
+	tb := loadTable(t, db, schema, "t")
+	from := currentPos(t, db)
+	testutil.Exec(t, db,
+		"ALTER TABLE other ADD COLUMN x INT",
+		"CREATE TABLE t2 LIKE t",
+		"INSERT INTO t VALUES (1, 1)",
+		"ALTER TABLE t ADD COLUMN w INT",
+	)
+	end := currentPos(t, db)
+	s := openStream(t, testConfig(t, tb, ""), from)
+	c := collect(t, s, end)
+	if len(c.ddl) != 1 || !strings.Contains(c.ddl[0], "ALTER TABLE t ADD COLUMN w") {
+		t.Fatalf("DDL events %q, want the ALTER of t only", c.ddl)
+	}
+	if len(c.rows) != 1 {
+		t.Errorf("rows %d, want 1", len(c.rows))
+	}
+}
+
+func TestPositionsAcrossRotate(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))", "CREATE TABLE other (id INT PRIMARY KEY)")
+	tb := loadTable(t, db, schema, "t")
+	from := currentPos(t, db)
+	testutil.Exec(t, db, "INSERT INTO t VALUES (1, 'a')", "INSERT INTO other VALUES (1)", "FLUSH BINARY LOGS",
+		"INSERT INTO t VALUES (2, 'b')", "FLUSH BINARY LOGS", "INSERT INTO other VALUES (2)", "INSERT INTO t VALUES (3, 'c')")
+	end := currentPos(t, db)
+	if end.File == from.File {
+		t.Fatalf("no rotation: %s -> %s", from, end)
+	}
+	s := openStream(t, testConfig(t, tb, ""), from)
+	c := collect(t, s, end)
+	if c.last != end {
+		t.Errorf("last Pos %s, want %s", c.last, end)
+	}
+	if len(c.rows) != 3 {
+		t.Fatalf("rows %d, want 3", len(c.rows))
+	}
+	for i, r := range c.rows {
+		if r.After[0] != int64(i+1) {
+			t.Errorf("row %d: id %v", i, r.After[0])
+		}
+	}
+	files := map[string]bool{}
+	for i, p := range c.positions {
+		files[p.File] = true
+		if i > 0 && p.Compare(c.positions[i-1]) < 0 {
+			t.Errorf("Pos went back: %s after %s", p, c.positions[i-1])
+		}
+		if p.Offset < 4 {
+			t.Errorf("Pos %s", p)
+		}
+	}
+	if len(files) != 3 {
+		t.Errorf("positions in %d files, want 3: %v", len(files), c.positions)
+	}
+
+	// Idle: heartbeats keep progress events coming, at the end position.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ev, err := s.Next(ctx)
+	if err != nil {
+		t.Fatalf("idle Next: %v", err)
+	}
+	// The server may have logged a binlog checkpoint since.
+	if now := currentPos(t, db); len(ev.Rows) != 0 || ev.DDL != "" || ev.Pos.Compare(end) < 0 || ev.Pos.Compare(now) > 0 {
+		t.Errorf("idle event %+v, want progress at %s..%s", ev, end, now)
+	}
+
+	// Resuming from a progress position in the middle gives the rest.
+	mid := Position{}
+	for i, p := range c.positions {
+		if p.File != from.File && len(c.rows) > 0 && i > 0 {
+			mid = p
+			break
+		}
+	}
+	s2 := openStream(t, testConfig(t, tb, ""), mid)
+	c2 := collect(t, s2, end)
+	if len(c2.rows) != 2 || c2.rows[0].After[0] != int64(2) {
+		t.Errorf("resumed at %s: %d rows", mid, len(c2.rows))
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, fmt.Sprintf(allTypesDDL, "t"), fmt.Sprintf(allTypesDDL, "t_copy"))
+	tb := loadTable(t, db, schema, "t")
+	from := currentPos(t, db)
+
+	// Write through a session in another time zone: TIMESTAMPs must still
+	// come back in UTC and round-trip.
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{
+		"SET SESSION time_zone = '+05:30'",
+		"INSERT INTO t (" + allTypesCols + ") VALUES " + rowMax + ", " + rowNull + ", " + rowZero,
+		"INSERT INTO t (" + allTypesCols + ") SELECT id + 10, i, iu, bi, bu, ti, tu, si, su, mi, mu, d, f, db, c, vc, l1, tx, bl, vb, bn, dt, dtm, dt0, ts, ts3, tm, tm2, y, e, st, bt, b64, j, pt FROM t",
+		"UPDATE t SET f = 0.1, db = 1e308, d = 9999999.999, vc = CONCAT(vc, '€'), bn = x'00', ts = '2038-01-19 03:14:07', y = 1901, tm2 = '838:59:58.99' WHERE id = 11",
+		"UPDATE t SET ts3 = '1970-01-01 05:30:01.999', st = 'x,y,z', e = 'b', bt = b'1', b64 = 1 WHERE id = 12",
+		"DELETE FROM t WHERE id = 13",
+	} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	end := currentPos(t, db)
+	s := openStream(t, testConfig(t, tb, ""), from)
+	c := collect(t, s, end)
+
+	var cols []string
+	for _, col := range tb.Columns {
+		if !col.Generated {
+			cols = append(cols, table.QuoteIdent(col.Name))
+		}
+	}
+	ins := "INSERT INTO t_copy (" + strings.Join(cols, ", ") + ") VALUES (" + strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ") + ")"
+	writable := func(vals []any) []any {
+		var out []any
+		for i, col := range tb.Columns {
+			if !col.Generated {
+				out = append(out, vals[i])
+			}
+		}
+		return out
+	}
+	for _, r := range c.rows {
+		if r.Kind != Insert {
+			if _, err := db.Exec("DELETE FROM t_copy WHERE id = ?", r.Before[0]); err != nil {
+				t.Fatalf("delete %v: %v", r.Before[0], err)
+			}
+		}
+		if r.Kind != Delete {
+			if _, err := db.Exec(ins, writable(r.After)...); err != nil {
+				t.Fatalf("insert %v: %v", r.After, err)
+			}
+		}
+	}
+	compareTables(t, db, "t", "t_copy")
+}
+
+// compareTables compares every row of a and b (SELECT * ORDER BY id).
+func compareTables(t *testing.T, db *sql.DB, a, b string) {
+	t.Helper()
+	ra, rb := dumpTable(t, db, a), dumpTable(t, db, b)
+	if len(ra) != len(rb) {
+		t.Fatalf("%s has %d rows, %s %d", a, len(ra), b, len(rb))
+	}
+	for i := range ra {
+		if !reflect.DeepEqual(ra[i], rb[i]) {
+			t.Errorf("row %d differs:\n%s: %s\n%s: %s", i, a, fmtRow(ra[i]), b, fmtRow(rb[i]))
+		}
+	}
+	if len(ra) == 0 {
+		t.Errorf("%s is empty", a)
+	}
+}
+
+func TestMinimalRowImage(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT)", "INSERT INTO t VALUES (1, 1, 1)")
+	tb := loadTable(t, db, schema, "t")
+	from := currentPos(t, db)
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{"SET SESSION binlog_row_image = MINIMAL", "UPDATE t SET a = 2 WHERE id = 1"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s := openStream(t, testConfig(t, tb, ""), from)
+	err = nextErr(t, s)
+	if !errors.Is(err, ErrRowImage) || !strings.Contains(err.Error(), "binlog_row_image=FULL") {
+		t.Fatalf("error %v, want ErrRowImage", err)
+	}
+	// The error is final.
+	if _, err2 := s.Next(ctx); !errors.Is(err2, ErrRowImage) {
+		t.Errorf("second Next: %v", err2)
+	}
+}
+
+func TestSchemaMismatch(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, a INT, b VARCHAR(10))")
+	tb := loadTable(t, db, schema, "t")
+	from := currentPos(t, db)
+	testutil.Exec(t, db, "INSERT INTO t VALUES (1, 1, 'x')")
+
+	fewer := *tb
+	fewer.Columns = tb.Columns[:2]
+	s := openStream(t, testConfig(t, &fewer, ""), from)
+	if err := nextErr(t, s); !errors.Is(err, ErrSchemaChanged) {
+		t.Errorf("fewer columns: %v, want ErrSchemaChanged", err)
+	}
+
+	other := *tb
+	other.Columns = append([]table.Column(nil), tb.Columns...)
+	other.Columns[1].DataType, other.Columns[1].ColumnType = "bigint", "bigint(20)"
+	s2 := openStream(t, testConfig(t, &other, ""), from)
+	if err := nextErr(t, s2); !errors.Is(err, ErrSchemaChanged) {
+		t.Errorf("other type: %v, want ErrSchemaChanged", err)
+	}
+}
+
+func TestCompressedEvents(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v TEXT)")
+	tb := loadTable(t, db, schema, "t")
+	from := currentPos(t, db)
+	testutil.Exec(t, db, "SET GLOBAL log_bin_compress = ON")
+	t.Cleanup(func() { testutil.Exec(t, db, "SET GLOBAL log_bin_compress = OFF") })
+	testutil.Exec(t, db, "INSERT INTO t VALUES (1, REPEAT('x', 5000))")
+	s := openStream(t, testConfig(t, tb, ""), from)
+	if err := nextErr(t, s); !errors.Is(err, ErrCompressed) || !strings.Contains(err.Error(), "log_bin_compress") {
+		t.Errorf("error %v, want ErrCompressed", err)
+	}
+}
+
+func TestStatementDML(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+	tb := loadTable(t, db, schema, "t")
+	from := currentPos(t, db)
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{"SET SESSION binlog_format = STATEMENT", "INSERT INTO t VALUES (1, 1)"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s := openStream(t, testConfig(t, tb, ""), from)
+	if err := nextErr(t, s); !errors.Is(err, ErrStatementDML) {
+		t.Errorf("error %v, want ErrStatementDML", err)
+	}
+}
+
+func TestXARollback(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY)", "CREATE TABLE other (id INT PRIMARY KEY)")
+	tb := loadTable(t, db, schema, "t")
+	from := currentPos(t, db)
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{
+		"XA START 'a'", "INSERT INTO other VALUES (1)", "XA END 'a'", "XA PREPARE 'a'", "XA ROLLBACK 'a'", // other table: fine
+		"XA START 'b'", "INSERT INTO t VALUES (1)", "XA END 'b'", "XA PREPARE 'b'", "XA COMMIT 'b'", // committed: fine
+		"XA START 'c'", "INSERT INTO t VALUES (2)", "XA END 'c'", "XA PREPARE 'c'", "XA ROLLBACK 'c'",
+	} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s := openStream(t, testConfig(t, tb, ""), from)
+	rows := 0
+	for {
+		ev, err := s.Next(ctx)
+		if err != nil {
+			if !errors.Is(err, ErrXA) {
+				t.Fatalf("error %v, want ErrXA", err)
+			}
+			break
+		}
+		rows += len(ev.Rows)
+	}
+	if rows != 2 {
+		t.Errorf("rows before the error: %d, want 2", rows)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, u UUID, i6 INET6)")
+	tb := loadTable(t, db, schema, "t")
+	if err := CheckTable(tb); !errors.Is(err, ErrUnsupportedType) || !strings.Contains(err.Error(), "i6") {
+		t.Errorf("CheckTable: %v", err)
+	}
+	ctx := context.Background()
+	if _, err := Open(ctx, testConfig(t, tb, ""), currentPos(t, db)); !errors.Is(err, ErrUnsupportedType) {
+		t.Errorf("Open with UUID: %v", err)
+	}
+	testutil.Exec(t, db, "CREATE TABLE ok (id INT PRIMARY KEY)")
+	okt := loadTable(t, db, schema, "ok")
+	cfg := testConfig(t, okt, "")
+	cfg.ServerID = 0
+	if _, err := Open(ctx, cfg, currentPos(t, db)); err == nil {
+		t.Error("Open with ServerID 0 succeeded")
+	}
+
+	// A binlog file that does not exist (or was purged).
+	cfg = testConfig(t, okt, "")
+	s := openStream(t, cfg, Position{File: "binlog.999999", Offset: 4})
+	if err := nextErr(t, s); !strings.Contains(err.Error(), "Could not find first log file") {
+		t.Errorf("missing binlog: %v", err)
+	}
+
+	// Nobody listening.
+	cfg = testConfig(t, okt, "127.0.0.1:1")
+	if _, err := Open(ctx, cfg, currentPos(t, db)); err == nil {
+		t.Error("Open on a closed port succeeded")
+	}
+}
+
+func TestReconnect(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY)")
+	tb := loadTable(t, db, schema, "t")
+	from := currentPos(t, db)
+	s := openStream(t, testConfig(t, tb, ""), from)
+
+	seen := map[int64]int{}
+	note := func(c collected) {
+		for _, r := range c.rows {
+			seen[r.After[0].(int64)]++
+		}
+	}
+	for round := 0; round < 3; round++ {
+		for i := 0; i < 5; i++ {
+			testutil.Exec(t, db, fmt.Sprintf("INSERT INTO t VALUES (%d)", round*10+i))
+		}
+		if round == 1 {
+			testutil.Exec(t, db, "BEGIN", "INSERT INTO t VALUES (100), (101)", "INSERT INTO t VALUES (102)", "COMMIT")
+		}
+		note(collect(t, s, currentPos(t, db)))
+		// Kill the dump connection; go-mysql reconnects from where it was.
+		id := s.syncer.LastConnectionID()
+		testutil.Exec(t, db, fmt.Sprintf("KILL CONNECTION %d", id))
+	}
+	testutil.Exec(t, db, "INSERT INTO t VALUES (999)")
+	end := currentPos(t, db)
+	c := collect(t, s, end)
+	note(c)
+	if c.last != end {
+		t.Errorf("last %s, want %s", c.last, end)
+	}
+	if len(seen) != 19 {
+		t.Errorf("saw %d distinct rows, want 19: %v", len(seen), seen)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("row %d seen %d times", id, n)
+		}
+	}
+}
+
+func TestBrokenConnectionThroughProxy(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+	tb := loadTable(t, db, schema, "t")
+	sb := testutil.Sandbox(t)
+	p := newProxy(t, sb.Primary.Addr())
+	from := currentPos(t, db)
+	s := openStream(t, testConfig(t, tb, p.addr()), from)
+
+	testutil.Exec(t, db, "INSERT INTO t VALUES (1, 'a')")
+	c := collect(t, s, currentPos(t, db))
+	p.breakAll() // a network failure: go-mysql reconnects through the proxy
+	testutil.Exec(t, db, "INSERT INTO t VALUES (2, 'b')")
+	c2 := collect(t, s, currentPos(t, db))
+	if len(c.rows)+len(c2.rows) != 2 {
+		t.Fatalf("rows %d + %d, want 2", len(c.rows), len(c2.rows))
+	}
+
+	// A corrupted event fails its checksum.
+	p.setReplace("CORRUPTME", "CORRUPTMF")
+	testutil.Exec(t, db, "INSERT INTO t VALUES (3, 'CORRUPTME')")
+	if err := nextErr(t, s); !errors.Is(err, ErrChecksum) {
+		t.Errorf("corrupted event: %v, want ErrChecksum", err)
+	}
+}
+
+// TestReconnectMidStatement cuts the connection inside a statement that
+// spans several rows events: go-mysql resumes after the last complete event
+// and still knows the statement's table map.
+func TestReconnectMidStatement(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(2000))")
+	tb := loadTable(t, db, schema, "t")
+	sb := testutil.Sandbox(t)
+	p := newProxy(t, sb.Primary.Addr())
+	from := currentPos(t, db)
+	s := openStream(t, testConfig(t, tb, p.addr()), from)
+
+	p.cutAfter("CUTHERE")
+	testutil.Exec(t, db, `INSERT INTO t WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 200)
+		SELECT n, IF(n = 100, 'CUTHERE', REPEAT('x', 1000)) FROM s`)
+	end := currentPos(t, db)
+	c := collect(t, s, end)
+	if len(c.rows) != 200 {
+		t.Fatalf("rows %d, want 200", len(c.rows))
+	}
+	events := 0
+	for i, p := range c.positions {
+		if i == 0 || p != c.positions[i-1] {
+			events++
+		}
+	}
+	if events < 10 {
+		t.Errorf("only %d distinct positions: the statement was not split into several rows events", events)
+	}
+	for i, r := range c.rows {
+		if r.After[0] != int64(i+1) {
+			t.Fatalf("row %d has id %v", i, r.After[0])
+		}
+	}
+}
+
+func TestCloseBounded(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY)")
+	tb := loadTable(t, db, schema, "t")
+	sb := testutil.Sandbox(t)
+	p := newProxy(t, sb.Primary.Addr())
+	from := currentPos(t, db)
+	ctx := context.Background()
+	s, err := Open(ctx, testConfig(t, tb, p.addr()), from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Exec(t, db, "INSERT INTO t VALUES (1)")
+	collect(t, s, currentPos(t, db))
+
+	p.hang() // the "server" stops answering, and accepts but ignores new connections
+	nextDone := make(chan error, 1)
+	go func() {
+		_, err := s.Next(ctx)
+		for err == nil {
+			_, err = s.Next(ctx)
+		}
+		nextDone <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	err = s.Close()
+	if d := time.Since(start); d > 7*time.Second {
+		t.Errorf("Close took %s", d)
+	}
+	t.Logf("Close: %v after %s", err, time.Since(start))
+	select {
+	case err := <-nextDone:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("Next after Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Error("Next did not return after Close")
+	}
+	if _, err := s.Next(ctx); !errors.Is(err, ErrClosed) {
+		t.Errorf("Next on a closed stream: %v", err)
+	}
+	p.breakAll() // let go-mysql's background shutdown finish
+}
+
+func TestCurrentPosition(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	p1 := currentPos(t, db)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY)")
+	p2 := currentPos(t, db)
+	if p1.IsZero() || p2.Compare(p1) <= 0 {
+		t.Errorf("positions %s then %s", p1, p2)
+	}
+}
+
+func fmtRow(r []*string) string {
+	var b strings.Builder
+	for i, v := range r {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if v == nil {
+			b.WriteString("NULL")
+		} else {
+			fmt.Fprintf(&b, "%q", *v)
+		}
+	}
+	return b.String()
+}

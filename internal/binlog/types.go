@@ -1,0 +1,90 @@
+// Package binlog is the only importer of go-mysql's replication package. It
+// streams one table's row changes from a server's binlog, from a position, as
+// typed values ready to be written back with database/sql.
+package binlog
+
+import "fmt"
+
+// Position is a point in the binlog: the end of an event (the position the
+// next event starts at).
+type Position struct {
+	File   string
+	Offset uint32
+}
+
+func (p Position) String() string { return fmt.Sprintf("%s:%d", p.File, p.Offset) }
+
+// IsZero reports whether p is unset.
+func (p Position) IsZero() bool { return p.File == "" }
+
+// Compare returns -1, 0 or 1. Binlog file names of one server sort by their
+// numeric suffix, which has a fixed width, so string order is file order.
+func (p Position) Compare(o Position) int {
+	switch {
+	case p.File < o.File:
+		return -1
+	case p.File > o.File:
+		return 1
+	case p.Offset < o.Offset:
+		return -1
+	case p.Offset > o.Offset:
+		return 1
+	}
+	return 0
+}
+
+// Kind is the kind of a row change.
+type Kind uint8
+
+const (
+	Insert Kind = iota + 1
+	Update
+	Delete
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Insert:
+		return "insert"
+	case Update:
+		return "update"
+	case Delete:
+		return "delete"
+	}
+	return "unknown"
+}
+
+// RowChange is one row of a rows event on the watched table. Before is set
+// for Update and Delete, After for Insert and Update. Both hold one value per
+// column of the source table in ordinal order, normalised for database/sql:
+//   - nil for NULL;
+//   - int64 for signed integers, uint64 for unsigned ones (the binlog does not
+//     carry signedness on MariaDB; the table definition is used);
+//   - []byte for character, binary, BLOB/TEXT and JSON columns (raw bytes in
+//     the column's charset);
+//   - string for DECIMAL ("-12.340"), DATE, TIME, DATETIME and TIMESTAMP
+//     (TIMESTAMP rendered in UTC: write it through a session with
+//     time_zone='+00:00');
+//   - the member name as string for ENUM, comma-joined member names for SET;
+//   - uint64 for BIT; float32/float64 for FLOAT/DOUBLE; int64 for YEAR.
+type RowChange struct {
+	Kind   Kind
+	Before []any
+	After  []any
+}
+
+// Event is what Stream.Next returns. Exactly one of its shapes holds:
+//   - Rows non-empty: row changes of the watched table, in binlog order, all
+//     from one rows event;
+//   - DDL non-empty: a statement that changes the watched table's definition
+//     (ALTER/RENAME/DROP/TRUNCATE/CREATE TRIGGER ... on it): the caller aborts;
+//   - neither: a progress mark (commit, rotate, heartbeat, other tables' events).
+//
+// Pos is always set: the position just after this event. When the caller has
+// handled every event up to one whose Pos is P, it has seen every change
+// written before P.
+type Event struct {
+	Rows []RowChange
+	DDL  string
+	Pos  Position
+}

@@ -1,0 +1,267 @@
+package check
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/testutil"
+)
+
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, 0)) }
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newInput opens a recast connection to schema and an Input for tbl.
+func newInput(t *testing.T, schema, tbl, alter string) *Input {
+	t.Helper()
+	sb := testutil.Sandbox(t)
+	cfg := dbconn.Config{Host: sb.Primary.Host, Port: sb.Primary.Port, User: sb.User, Password: sb.Password, Schema: schema}
+	db, err := dbconn.Open(ctxFor(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	in := &Input{DB: db, Conn: cfg, Database: schema, Table: tbl, Alter: alter,
+		GhostName: "_" + tbl + "_new", OldName: "_" + tbl + "_old", SentryName: tbl + "_rcsentry", CheckpointName: "_" + tbl + "_chk"}
+	t.Cleanup(in.Release)
+	return in
+}
+
+const baseTable = "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, a VARCHAR(20) NOT NULL, b INT NULL, e VARCHAR(20) COLLATE utf8mb4_bin NULL, UNIQUE KEY ue (e))"
+
+// TestChecks builds each bad situation and runs all checks: the refusal
+// must come from the expected check, with the expected words.
+func TestChecks(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		setup    []string // run in a fresh schema after baseTable and 5 rows
+		table    string   // default t
+		alter    string   // default FORCE
+		mod      func(in *Input)
+		check    string // "" means: passes
+		keywords []string
+	}{
+		{name: "passes", check: ""},
+		{name: "table missing", table: "nosuch", check: "table", keywords: []string{"table `", "nosuch` does not exist", "check --database and --table"}},
+		{name: "table case", table: "T", check: "table", keywords: []string{"does not exist", "did you mean --table t"}},
+		{name: "view", setup: []string{"CREATE VIEW v AS SELECT * FROM t"}, table: "v", check: "table", keywords: []string{"is a view", "base table"}},
+		{name: "myisam", setup: []string{"CREATE TABLE m (id INT PRIMARY KEY) ENGINE=MyISAM"}, table: "m", check: "table", keywords: []string{"uses the MyISAM engine", "InnoDB", "ENGINE=InnoDB"}},
+		{name: "sequence", setup: []string{"CREATE SEQUENCE sq"}, table: "sq", check: "table", keywords: []string{"is a sequence"}},
+		{name: "versioned", setup: []string{"CREATE TABLE sv (id INT PRIMARY KEY, x INT) WITH SYSTEM VERSIONING"}, table: "sv", check: "system-versioning", keywords: []string{"system-versioned", "history"}},
+		{name: "syntax", alter: "ADD COLUMN x INTT", check: "alter", keywords: []string{"syntax error at line 1, column"}},
+		{name: "rename to", alter: "RENAME TO t2", check: "alter", keywords: []string{"RENAME TO"}},
+		{name: "partitions", alter: "REMOVE PARTITIONING", check: "alter", keywords: []string{"partition"}},
+		{name: "tablespace", alter: "DISCARD TABLESPACE", check: "alter", keywords: []string{"TABLESPACE"}},
+		{name: "several statements", alter: "ADD COLUMN x INT; DROP TABLE t", check: "alter", keywords: []string{"several statements"}},
+		{name: "other table", alter: "ALTER TABLE u ADD COLUMN x INT", check: "alter", keywords: []string{"ALTER of `u`"}},
+		{name: "other schema", alter: "ALTER TABLE otherdb.t ADD COLUMN x INT", check: "alter", keywords: []string{"ALTER of `otherdb`.`t`"}},
+		{name: "triggers", setup: []string{"CREATE TRIGGER trg_a BEFORE INSERT ON t FOR EACH ROW SET NEW.b = 1"}, check: "triggers", keywords: []string{"has triggers (`trg_a`)", "SHOW CREATE TRIGGER"}},
+		{name: "fk child", setup: []string{"CREATE TABLE p (id INT PRIMARY KEY)", "CREATE TABLE c (id INT PRIMARY KEY, pid INT, CONSTRAINT fk_c FOREIGN KEY (pid) REFERENCES p (id))"},
+			table: "c", check: "foreign-keys", keywords: []string{"has foreign keys (`fk_c` -> ", "`p`", "not support foreign keys"}},
+		{name: "fk parent", setup: []string{"CREATE TABLE c (id INT PRIMARY KEY, tid INT, CONSTRAINT fk_t FOREIGN KEY (tid) REFERENCES t (id))"},
+			check: "foreign-keys", keywords: []string{"is referenced by foreign keys (`fk_t` of ", "follow the old table"}},
+		{name: "adds fk", setup: []string{"CREATE TABLE p (id INT PRIMARY KEY)"}, alter: "ADD CONSTRAINT fk_b FOREIGN KEY (b) REFERENCES p (id)",
+			check: "foreign-keys", keywords: []string{"the ALTER adds a foreign key"}},
+		{name: "ghost left", setup: []string{"CREATE TABLE _t_new LIKE t"}, check: "helper-tables", keywords: []string{"helper table", "_t_new` already exists", "plus --resume", "recast cleanup --database"}},
+		{name: "ghost left, --resume", setup: []string{"CREATE TABLE _t_new LIKE t", "CREATE TABLE _t_chk (id INT)"}, mod: func(in *Input) { in.Resume = true }},
+		{name: "checkpoint left", setup: []string{"CREATE TABLE _t_chk (id INT)"}, check: "helper-tables", keywords: []string{"_t_chk` already exists", "--resume", "recast cleanup"}},
+		{name: "sentry left", setup: []string{"CREATE TABLE t_rcsentry (id INT) ENGINE=MEMORY"}, check: "helper-tables", keywords: []string{"t_rcsentry` already exists", "recast cleanup"}},
+		{name: "old table kept", setup: []string{"CREATE TABLE _t_old LIKE t"}, check: "helper-tables", keywords: []string{"_t_old` exists", "earlier migration", "--drop-old-table"}},
+		{name: "old table, drop-old", setup: []string{"CREATE TABLE _t_old LIKE t"}, mod: func(in *Input) { in.DropOld = true }},
+		{name: "no key", setup: []string{"CREATE TABLE nk (a INT, b INT, UNIQUE KEY (a))", "INSERT INTO nk VALUES (1, 1)"}, table: "nk",
+			check: "chunk-key", keywords: []string{"no usable key", "PRIMARY KEY or a UNIQUE key on NOT NULL columns"}},
+		{name: "key dropped", alter: "DROP PRIMARY KEY", check: "chunk-key", keywords: []string{"no usable key"}},
+		{name: "pk change over shared unique", setup: []string{"UPDATE t SET e = 'z' WHERE id = 4", "ALTER TABLE t MODIFY e VARCHAR(20) COLLATE utf8mb4_bin NOT NULL"}, alter: "DROP PRIMARY KEY, ADD PRIMARY KEY (e)"},
+		{name: "server rejects", alter: "DROP COLUMN nosuch", check: "chunk-key", keywords: []string{"the server rejects the ALTER", "nosuch", "nothing was changed"}},
+		{name: "not null over nulls", alter: "MODIFY b INT NOT NULL", check: "not-null", keywords: []string{"makes column `b` NOT NULL", "row id=2", "IS NULL"}},
+		{name: "renamed not null", alter: "CHANGE b b2 INT NOT NULL", check: "not-null", keywords: []string{"`b` (new name `b2`) NOT NULL"}},
+		{name: "primary key over nulls", alter: "DROP PRIMARY KEY, ADD PRIMARY KEY (id, b), ADD UNIQUE KEY (id)", check: "not-null", keywords: []string{"`b` NOT NULL"}},
+		{name: "not null, no nulls", alter: "MODIFY a VARCHAR(30) NOT NULL"},
+		{name: "narrowing", alter: "MODIFY a VARCHAR(2) NOT NULL", check: "narrowing", keywords: []string{"would change or lose data: column `a` becomes varchar(2) (at most 2 characters)", "row id=3", "CHAR_LENGTH(`a`) > 2"}},
+		{name: "narrowing to bytes", alter: "MODIFY a TINYBLOB NOT NULL", setup: []string{"ALTER TABLE t MODIFY a TEXT NOT NULL", "UPDATE t SET a = REPEAT('z', 300) WHERE id = 4"},
+			check: "narrowing", keywords: []string{"becomes tinyblob (at most 255 bytes)", "row id=4"}},
+		{name: "narrowing charset", alter: "MODIFY a TINYTEXT CHARACTER SET utf8mb4 NOT NULL", setup: []string{"ALTER TABLE t MODIFY a VARCHAR(200) CHARACTER SET latin1 NOT NULL", "UPDATE t SET a = REPEAT(_latin1 0xE9, 200) WHERE id = 1"},
+			check: "narrowing", keywords: []string{"becomes tinytext (at most 255 bytes)", "row id=1", "LENGTH(CONVERT(`a` USING utf8mb4)) > 255"}},
+		{name: "widening", alter: "MODIFY a VARCHAR(200) NOT NULL, MODIFY e TEXT COLLATE utf8mb4_bin NULL, DROP INDEX ue"},
+		{name: "add unique over duplicates", alter: "ADD UNIQUE KEY ua (a)", check: "unique", keywords: []string{"unique key `ua` (`a`) would reject rows", "a='dup' appears 2 times", "rows id=3, id=4", "drop the others"}},
+		{name: "add unique, no duplicates", alter: "ADD UNIQUE KEY ub (id, a)"},
+		{name: "add primary over duplicates", alter: "DROP PRIMARY KEY, ADD PRIMARY KEY (a), ADD UNIQUE KEY (id)",
+			check: "unique", keywords: []string{"PRIMARY KEY (`a`) would reject rows"}},
+		{name: "collation makes duplicates", alter: "MODIFY e VARCHAR(20) COLLATE utf8mb4_general_ci NULL", check: "unique", keywords: []string{"unique key `ue`", "appears 2 times under the new definition"}},
+		{name: "unique prefix", alter: "ADD UNIQUE KEY up (e(1))", check: "unique", keywords: []string{"unique key `up`", "e='x' appears 2 times"}},
+		{name: "new column, one default", alter: "ADD COLUMN z INT NOT NULL DEFAULT 0, ADD UNIQUE KEY uz (z)", check: "unique", keywords: []string{"only new columns with one default value", "all rows but one"}},
+		{name: "new column with old", alter: "ADD COLUMN z INT NOT NULL DEFAULT 0, ADD UNIQUE KEY uz (z, a)", check: "unique", keywords: []string{"unique key `uz`", "a='dup' appears 2 times"}},
+		{name: "new auto_increment", setup: []string{"ALTER TABLE t DROP PRIMARY KEY, ADD UNIQUE KEY (id)"}, alter: "ADD COLUMN z INT NOT NULL AUTO_INCREMENT, ADD PRIMARY KEY (z)"},
+		{name: "new nullable column", alter: "ADD COLUMN z INT NULL, ADD UNIQUE KEY uz (z)"},
+		{name: "fulltext: checked later", setup: []string{"CREATE TABLE ft (id INT PRIMARY KEY, body TEXT, FULLTEXT KEY (body))"}, table: "ft", alter: "ADD COLUMN x INT"},
+		{name: "set-vars global-only", mod: func(in *Input) { in.Conn.SetVars = map[string]string{"max_connections": "5"} },
+			check: "set-vars", keywords: []string{"max_connections is global-only"}},
+		{name: "set-vars unknown", mod: func(in *Input) { in.Conn.SetVars = map[string]string{"no_such_variable_x": "5"} },
+			check: "set-vars", keywords: []string{"no variable no_such_variable_x"}},
+		{name: "set-vars read-only", mod: func(in *Input) { in.Conn.SetVars = map[string]string{"version": "5"} },
+			check: "set-vars", keywords: []string{"version is read-only"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			schema := testutil.NewSchema(t)
+			db := testutil.DB(t, schema)
+			testutil.Exec(t, db, baseTable,
+				"INSERT INTO t VALUES (1, 'a', 1, 'x'), (2, 'b', NULL, 'X'), (3, 'dup', 3, 'xy'), (4, 'dup', 4, NULL), (5, 'c', 5, 'y')")
+			testutil.Exec(t, db, tc.setup...)
+			tbl, alter := tc.table, tc.alter
+			if tbl == "" {
+				tbl = "t"
+			}
+			if alter == "" {
+				alter = "FORCE"
+			}
+			in := newInput(t, schema, tbl, alter)
+			if tc.mod != nil {
+				tc.mod(in)
+			}
+			before := tableNames(t, db, schema)
+			err := Run(ctxFor(t), in)
+			if got := tableNames(t, db, schema); got != before {
+				t.Errorf("the checks changed the schema: %s -> %s", before, got)
+			}
+			if tc.check == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var ce *Error
+			if !errors.As(err, &ce) || ce.Check != tc.check {
+				t.Fatalf("want a refusal by %q, got %v (%#v)", tc.check, err, ce)
+			}
+			t.Log(err)
+			assertRefusal(t, err, tc.keywords...)
+		})
+	}
+}
+
+func tableNames(t *testing.T, db *sql.DB, schema string) string {
+	t.Helper()
+	var s sql.NullString
+	if err := db.QueryRow("SELECT GROUP_CONCAT(TABLE_NAME ORDER BY TABLE_NAME) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?", schema).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s.String
+}
+
+// TestPassFillsInput: a passing run leaves the source, the analysis, the
+// new definition and the chunk key, and holds the per-table lock until
+// Release.
+func TestPassFillsInput(t *testing.T) {
+	t.Parallel()
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, baseTable)
+	in := newInput(t, schema, "t", "ADD COLUMN z INT, CHANGE a a2 VARCHAR(20) NOT NULL")
+	if err := Run(ctxFor(t), in); err != nil {
+		t.Fatal(err)
+	}
+	if in.Source == nil || in.Analysis == nil || in.Ghost == nil || strings.Join(in.Key, ",") != "id" || len(in.Pairs) != 4 {
+		t.Fatalf("input: source %v, analysis %v, ghost %v, key %v, pairs %v", in.Source != nil, in.Analysis != nil, in.Ghost != nil, in.Key, in.Pairs)
+	}
+	if in.Flavor != "mariadb" || in.Version == "" {
+		t.Errorf("flavor %q version %q", in.Flavor, in.Version)
+	}
+	name := LockName(schema, "t")
+	var holder sql.NullInt64
+	if err := db.QueryRow("SELECT IS_USED_LOCK(?)", name).Scan(&holder); err != nil || !holder.Valid {
+		t.Fatalf("lock %s not held: %v %v", name, holder, err)
+	}
+	in.Release()
+	if err := db.QueryRow("SELECT IS_USED_LOCK(?)", name).Scan(&holder); err != nil || holder.Valid {
+		t.Fatalf("lock %s still held after Release: %v %v", name, holder, err)
+	}
+}
+
+// TestLockHeldElsewhere: a second run on the same table is refused and
+// names the session holding the lock.
+func TestLockHeldElsewhere(t *testing.T) {
+	t.Parallel()
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, baseTable)
+	first := newInput(t, schema, "t", "FORCE")
+	if err := Run(ctxFor(t), first); err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	if err := db.QueryRow("SELECT IS_USED_LOCK(?)", LockName(schema, "t")).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	second := newInput(t, schema, "t", "FORCE")
+	err := Run(ctxFor(t), second)
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Check != "lock" {
+		t.Fatalf("want a refusal by the lock check, got %v", err)
+	}
+	assertRefusal(t, err, "another recast is already migrating", fmt.Sprintf("connection %d", id), LockName(schema, "t"))
+	// Another table is not affected.
+	testutil.Exec(t, db, "CREATE TABLE t2 LIKE t")
+	if err := Run(ctxFor(t), newInput(t, schema, "t2", "FORCE")); err != nil {
+		t.Errorf("other table: %v", err)
+	}
+	first.Release()
+	third := newInput(t, schema, "t", "FORCE")
+	if err := Run(ctxFor(t), third); err != nil {
+		t.Errorf("after release: %v", err)
+	}
+}
+
+// TestPrivileges connects as a user with too few grants: the refusal names
+// what is missing and the exact GRANT statements; once they are run, the
+// same user passes.
+func TestPrivileges(t *testing.T) {
+	t.Parallel()
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, baseTable)
+	user := "lim_" + schema[len(schema)-4:]
+	testutil.Exec(t, db,
+		fmt.Sprintf("CREATE USER '%s'@'127.0.0.1' IDENTIFIED BY 'pw-x7'", user),
+		fmt.Sprintf("GRANT REPLICATION SLAVE ON *.* TO '%s'@'127.0.0.1'", user),
+		fmt.Sprintf("GRANT SELECT, INSERT, DELETE ON `%s`.* TO '%s'@'127.0.0.1'", schema, user),
+		fmt.Sprintf("GRANT ALTER ON `%s`.`t` TO '%s'@'127.0.0.1'", schema, user), // table-level: not enough
+	)
+	t.Cleanup(func() { db.Exec(fmt.Sprintf("DROP USER '%s'@'127.0.0.1'", user)) })
+	sb := testutil.Sandbox(t)
+	open := func() *Input {
+		cfg := dbconn.Config{Host: sb.Primary.Host, Port: sb.Primary.Port, User: user, Password: "pw-x7", Schema: schema}
+		udb, err := dbconn.Open(ctxFor(t), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { udb.Close() })
+		in := &Input{DB: udb, Conn: cfg, Database: schema, Table: "t", Alter: "FORCE", GhostName: "_t_new", OldName: "_t_old", SentryName: "t_rcsentry"}
+		t.Cleanup(in.Release)
+		return in
+	}
+	err := Run(ctxFor(t), open())
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Check != "privileges" {
+		t.Fatalf("want a refusal by the privileges check, got %v", err)
+	}
+	account := fmt.Sprintf("'%s'@'127.0.0.1'", user)
+	grantGlobal := "GRANT REPLICATION CLIENT, PROCESS ON *.* TO " + account
+	grantSchema := fmt.Sprintf("GRANT CREATE, DROP, ALTER, LOCK TABLES, CREATE TEMPORARY TABLES ON `%s`.* TO %s", schema, account)
+	assertRefusal(t, err, "lacks privileges recast needs", grantGlobal, grantSchema)
+	testutil.Exec(t, db, grantGlobal, grantSchema)
+	if err := Run(ctxFor(t), open()); err != nil {
+		t.Fatalf("after the GRANTs: %v", err)
+	}
+}

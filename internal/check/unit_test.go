@@ -1,0 +1,258 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/recast-osc/recast/internal/dbconn"
+)
+
+func TestOrder(t *testing.T) {
+	var got []string
+	orders := map[int]bool{}
+	for _, c := range Checks() {
+		got = append(got, c.Name)
+		if orders[c.Order] {
+			t.Errorf("order %d used twice", c.Order)
+		}
+		orders[c.Order] = true
+	}
+	want := []string{"set-vars", "binlog", "privileges", "table", "system-versioning", "alter", "triggers",
+		"foreign-keys", "lock", "helper-tables", "chunk-key", "not-null", "narrowing", "unique"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("checks run in order\n%v\nwant\n%v", got, want)
+	}
+}
+
+func TestErrorIsOneLine(t *testing.T) {
+	e := &Error{Check: "x", Cause: "the cause", Fix: "the fix"}
+	if e.Error() != "the cause; fix: the fix" {
+		t.Errorf("Error() = %q", e.Error())
+	}
+}
+
+// TestRunStopsAtFirstFailure: Run returns the first refusal, tagged with the
+// check's name, and runs nothing after it.
+func TestRunStopsAtFirstFailure(t *testing.T) {
+	in := &Input{Globals: map[string]string{"log_bin": "OFF"}, Session: map[string]string{}}
+	err := Run(context.Background(), in)
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Check != "binlog" {
+		t.Fatalf("Run = %v, want the binlog check's refusal", err)
+	}
+}
+
+// TestBinlogCheck fakes the server's variables: log_bin cannot be switched
+// on or off at runtime, so this is where "binlog off" is tested.
+func TestBinlogCheck(t *testing.T) {
+	good := map[string]string{"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL", "log_bin_compress": "OFF"}
+	for _, tc := range []struct {
+		name     string
+		global   map[string]string
+		session  map[string]string
+		keywords []string
+		wantPass bool
+	}{
+		{name: "ok", wantPass: true},
+		{name: "session row", session: map[string]string{"binlog_format": "ROW"}, wantPass: true},
+		{name: "binlog off", global: map[string]string{"log_bin": "OFF"}, keywords: []string{"binary log is off", "log_bin", "restart the server"}},
+		{name: "statement", global: map[string]string{"binlog_format": "STATEMENT"}, keywords: []string{"binlog_format is STATEMENT", "SET GLOBAL binlog_format=ROW", "--set-vars binlog_format=ROW"}},
+		{name: "mixed", global: map[string]string{"binlog_format": "MIXED"}, keywords: []string{"binlog_format is MIXED"}},
+		{name: "session statement", session: map[string]string{"binlog_format": "STATEMENT"}, keywords: []string{"recast's own sessions run with binlog_format=STATEMENT"}},
+		{name: "minimal", global: map[string]string{"binlog_row_image": "MINIMAL"}, keywords: []string{"binlog_row_image is MINIMAL", "SET GLOBAL binlog_row_image=FULL"}},
+		{name: "noblob", global: map[string]string{"binlog_row_image": "NOBLOB"}, keywords: []string{"binlog_row_image is NOBLOB"}},
+		{name: "compressed", global: map[string]string{"log_bin_compress": "ON"}, keywords: []string{"log_bin_compress is ON", "SET GLOBAL log_bin_compress=OFF"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := &Input{Globals: map[string]string{}, Session: map[string]string{}}
+			for k, v := range good {
+				in.Globals[k] = v
+			}
+			for k, v := range tc.global {
+				in.Globals[k] = v
+			}
+			for k, v := range tc.session {
+				in.Session[k] = v
+			}
+			err := checkBinlog(context.Background(), in)
+			if tc.wantPass {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			assertRefusal(t, err, tc.keywords...)
+		})
+	}
+}
+
+func assertRefusal(t *testing.T, err error, keywords ...string) {
+	t.Helper()
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("want a refusal, got %v", err)
+	}
+	if ce.Fix == "" {
+		t.Errorf("refusal without a fix: %v", err)
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "\n") {
+		t.Errorf("message is not one line: %q", msg)
+	}
+	for _, k := range keywords {
+		if !strings.Contains(msg, k) {
+			t.Errorf("message lacks %q: %s", k, msg)
+		}
+	}
+}
+
+func TestParseSetVars(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want map[string]string
+		err  string
+	}{
+		{in: "", want: map[string]string{}},
+		{in: "binlog_format=row", want: map[string]string{"binlog_format": "row"}},
+		{in: " Binlog_Format = ROW , innodb_lock_wait_timeout=3 ", want: map[string]string{"binlog_format": "ROW", "innodb_lock_wait_timeout": "3"}},
+		{in: "a=b,c='x y'", want: map[string]string{"a": "b", "c": "'x y'"}},
+		{in: `c="x,y",d='it''s',e='a\'b'`, want: map[string]string{"c": "'x,y'", "d": "'it''s'", "e": "'a''b'"}},
+		{in: "long_query_time=0.5,sql_safe_updates=OFF,", want: map[string]string{"long_query_time": "0.5", "sql_safe_updates": "OFF"}},
+		{in: "novalue", err: "has no '='"},
+		{in: "a=", err: "has no value"},
+		{in: "a b=1", err: "not a variable name"},
+		{in: "1a=1", err: "not a variable name"},
+		{in: "a=1,A=2", err: "given twice"},
+		{in: "a=1;DROP TABLE t", err: "quote it"},
+		{in: "a='x", err: "unterminated"},
+		{in: "a='x'y", err: "unexpected"},
+		{in: "timeout=1", err: "not a server variable"},
+		{in: "charset=latin1", err: "not a server variable"},
+	} {
+		got, err := ParseSetVars(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseSetVars(%q) = %v, %v; want error %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ParseSetVars(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// TestSetVarsReserved: variables recast sets itself cannot be overridden.
+func TestSetVarsReserved(t *testing.T) {
+	for _, tc := range []struct {
+		vars     map[string]string
+		keywords []string
+	}{
+		{map[string]string{"time_zone": "'+01:00'"}, []string{"sets time_zone", "UTC"}},
+		{map[string]string{"sql_mode": "''"}, []string{"sets sql_mode", "strict"}},
+		{map[string]string{"sql_log_bin": "0"}, []string{"sets sql_log_bin", "replicas"}},
+		{map[string]string{"binlog_format": "STATEMENT"}, []string{"binlog_format=STATEMENT", "needs binlog_format=ROW"}},
+		{map[string]string{"binlog_row_image": "'minimal'"}, []string{"needs binlog_row_image=FULL"}},
+	} {
+		err := checkSetVars(context.Background(), &Input{Conn: dbconn.Config{SetVars: tc.vars}})
+		assertRefusal(t, err, tc.keywords...)
+	}
+	if err := checkSetVars(context.Background(), &Input{Conn: dbconn.Config{SetVars: map[string]string{"binlog_format": "row"}}}); err != nil {
+		t.Errorf("binlog_format=row refused: %v", err)
+	}
+}
+
+func TestParseGrant(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want grant
+		ok   bool
+	}{
+		{"GRANT ALL PRIVILEGES ON *.* TO `recast`@`127.0.0.1` IDENTIFIED BY PASSWORD '*E8D5' WITH GRANT OPTION", grant{privs: []string{"ALL"}, global: true}, true},
+		{"GRANT PROCESS, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `lim`@`127.0.0.1`", grant{privs: []string{"PROCESS", "REPLICATION SLAVE", "REPLICATION CLIENT"}, global: true}, true},
+		{"GRANT SELECT, INSERT ON `d1`.* TO `lim`@`127.0.0.1`", grant{privs: []string{"SELECT", "INSERT"}, db: "d1"}, true},
+		{"GRANT SELECT ON `d\\_%`.* TO `lim`@`%`", grant{privs: []string{"SELECT"}, db: `d\_%`}, true},
+		{"GRANT LOCK TABLES, CREATE TEMPORARY TABLES ON `we``ird`.* TO `u`@`h`", grant{privs: []string{"LOCK TABLES", "CREATE TEMPORARY TABLES"}, db: "we`ird"}, true},
+		{"GRANT SELECT (`a`, `b`), INSERT ON `d1`.* TO `u`@`h`", grant{privs: []string{"INSERT"}, db: "d1"}, true},
+		{"GRANT UPDATE (`c`) ON `d1`.`t` TO `lim`@`127.0.0.1`", grant{}, false},
+		{"GRANT EXECUTE ON PROCEDURE `d1`.`p` TO `u`@`h`", grant{}, false},
+		{"GRANT `r1` TO `lim`@`127.0.0.1`", grant{role: true}, true},
+		{"GRANT PROXY ON ''@'%' TO 'u'@'h'", grant{}, false},
+		{"SET DEFAULT ROLE `r1` FOR `lim`@`127.0.0.1`", grant{}, false},
+	} {
+		got, ok := parseGrant(tc.line)
+		if ok != tc.ok || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("parseGrant(%q) = %+v, %v; want %+v, %v", tc.line, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestLikeMatch(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"shop", "shop", true}, {"shop", "shop2", false}, {"shop%", "shop2", true}, {"s_op", "shop", true},
+		{`s\_op`, "shop", false}, {`s\_op`, "s_op", true}, {"%", "", true}, {"a%b", "axxb", true}, {"a%b", "axxc", false},
+	} {
+		if got := likeMatch(tc.pattern, tc.name); got != tc.want {
+			t.Errorf("likeMatch(%q, %q) = %v", tc.pattern, tc.name, got)
+		}
+	}
+}
+
+func TestMissingPrivileges(t *testing.T) {
+	parse := func(lines ...string) []grant {
+		var gs []grant
+		for _, l := range lines {
+			if g, ok := parseGrant(l); ok {
+				gs = append(gs, g)
+			}
+		}
+		return gs
+	}
+	g, s := missingPrivileges(parse("GRANT ALL PRIVILEGES ON *.* TO `a`@`b`"), "d")
+	if len(g)+len(s) != 0 {
+		t.Errorf("ALL PRIVILEGES: missing %v %v", g, s)
+	}
+	g, s = missingPrivileges(parse(
+		"GRANT REPLICATION SLAVE ON *.* TO `a`@`b`",
+		"GRANT ALL PRIVILEGES ON `d`.* TO `a`@`b`"), "d")
+	if !reflect.DeepEqual(g, []string{"REPLICATION CLIENT", "PROCESS"}) || len(s) != 0 {
+		t.Errorf("missing %v %v", g, s)
+	}
+	g, s = missingPrivileges(parse(
+		"GRANT PROCESS, REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO `a`@`b`",
+		"GRANT INSERT, DELETE ON `d%`.* TO `a`@`b`",
+		"GRANT ALL ON `other`.* TO `a`@`b`",
+		"GRANT ALTER ON `d`.`t` TO `a`@`b`"), "d1")
+	if len(g) != 0 || !reflect.DeepEqual(s, []string{"CREATE", "DROP", "ALTER", "LOCK TABLES", "CREATE TEMPORARY TABLES"}) {
+		t.Errorf("missing %v %v", g, s)
+	}
+}
+
+func TestAccountLiteral(t *testing.T) {
+	for in, want := range map[string]string{
+		"lim@127.0.0.1": "'lim'@'127.0.0.1'",
+		"o'neil@%":      "'o''neil'@'%'",
+		"a@b@localhost": "'a@b'@'localhost'",
+		"@localhost":    "''@'localhost'",
+	} {
+		if got := accountLiteral(in); got != want {
+			t.Errorf("accountLiteral(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestLockName(t *testing.T) {
+	if got := LockName("shop", "orders"); got != "recast:shop.orders" {
+		t.Errorf("LockName = %q", got)
+	}
+	long := LockName(strings.Repeat("d", 64), "t")
+	if len(long) > 64 || !strings.HasPrefix(long, "recast:") || long == LockName(strings.Repeat("d", 64), "u") {
+		t.Errorf("long LockName = %q (%d)", long, len(long))
+	}
+}

@@ -1,0 +1,142 @@
+// Package checkpoint keeps a migration's progress in a one-row helper table
+// (_T_chk), so that a migration killed at any point resumes instead of
+// starting over.
+//
+// What must hold for a saved state to be resumable:
+//   - every row whose key is at or below Watermark was copied into the ghost
+//     after the binlog stream started (so every later change to it has an
+//     event in the binlog);
+//   - every change before Position has been applied to the ghost.
+//
+// Resuming copies rows above Watermark and streams from Position. Events
+// after Position that were already applied before the crash are applied
+// again: each carries a full row image and they are replayed in binlog order,
+// so the ghost converges to the same state. The state is written with
+// REPLACE on id = 1, so there is never zero or two checkpoints.
+package checkpoint
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/recast-osc/recast/internal/binlog"
+	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/table"
+)
+
+// Version is the checkpoint format; a different one cannot be resumed.
+const Version = 1
+
+// State is one checkpoint.
+type State struct {
+	Version int `json:"version"`
+	// Alter and Key must be the same on resume.
+	Alter string   `json:"alter"`
+	Key   []string `json:"key"`
+	// Watermark is the highest key copied with everything below it (nil:
+	// nothing yet); CopyDone says the copy finished.
+	Watermark [][]byte `json:"watermark,omitempty"`
+	CopyDone  bool     `json:"copy_done"`
+	// Position: every change before it is applied.
+	File   string `json:"file"`
+	Offset uint32 `json:"offset"`
+	// CopiedRows is for progress reporting after a resume.
+	CopiedRows int64 `json:"copied_rows"`
+}
+
+// Pos returns the applied position.
+func (s State) Pos() binlog.Position { return binlog.Position{File: s.File, Offset: s.Offset} }
+
+// TableName is the checkpoint table of table t.
+func TableName(t string) string { return "_" + t + "_chk" }
+
+// ErrNone is returned by Read when there is no checkpoint.
+var ErrNone = errors.New("no checkpoint")
+
+func name(schema, t string) string {
+	return table.QuoteIdent(schema) + "." + table.QuoteIdent(TableName(t))
+}
+
+// Create creates the (empty) checkpoint table.
+func Create(ctx context.Context, db *sql.DB, schema, t string) error {
+	_, err := db.ExecContext(ctx, dbconn.Tag+"CREATE TABLE "+name(schema, t)+
+		" (id INT NOT NULL PRIMARY KEY, state LONGTEXT NOT NULL, updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB COMMENT='recast checkpoint'")
+	if err != nil {
+		return fmt.Errorf("create the checkpoint table: %w", err)
+	}
+	return nil
+}
+
+// Write saves s.
+func Write(ctx context.Context, db *sql.DB, schema, t string, s State) error {
+	s.Version = Version
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, dbconn.Tag+"REPLACE INTO "+name(schema, t)+" (id, state, updated_at) VALUES (1, ?, NOW(6))", string(b)); err != nil {
+		return fmt.Errorf("write the checkpoint: %w", err)
+	}
+	return nil
+}
+
+// Read loads the checkpoint.
+func Read(ctx context.Context, db *sql.DB, schema, t string) (State, error) {
+	var raw string
+	err := db.QueryRowContext(ctx, "SELECT state FROM "+name(schema, t)+" WHERE id = 1").Scan(&raw)
+	if errors.Is(err, sql.ErrNoRows) || dbconn.Number(err) == dbconn.ErNoSuchTable {
+		return State{}, ErrNone
+	}
+	if err != nil {
+		return State{}, fmt.Errorf("read the checkpoint: %w", err)
+	}
+	var s State
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		return State{}, fmt.Errorf("the checkpoint in %s is unreadable: %w", name(schema, t), err)
+	}
+	if s.Version != Version {
+		return State{}, fmt.Errorf("the checkpoint in %s has format %d, this recast writes %d: run recast cleanup and start over", name(schema, t), s.Version, Version)
+	}
+	return s, nil
+}
+
+// EncodeKey turns key values (as the copier binds them: string or []byte)
+// into the checkpoint's form.
+func EncodeKey(vals []any) [][]byte {
+	if vals == nil {
+		return nil
+	}
+	out := make([][]byte, len(vals))
+	for i, v := range vals {
+		switch x := v.(type) {
+		case []byte:
+			out[i] = x
+		case string:
+			out[i] = []byte(x)
+		default:
+			out[i] = fmt.Appendf(nil, "%v", x)
+		}
+	}
+	return out
+}
+
+// DecodeKey turns the checkpoint's form back into values to bind, typed by
+// the key columns of t: bytes for binary columns, strings otherwise.
+func DecodeKey(t *table.Table, cols []string, raw [][]byte) []any {
+	if raw == nil {
+		return nil
+	}
+	out := make([]any, len(raw))
+	for i, b := range raw {
+		c := t.Columns[t.ColumnIndex(cols[i])]
+		if c.Charset == "" && table.IsBinaryType(c.DataType) {
+			out[i] = b
+		} else {
+			out[i] = string(b)
+		}
+	}
+	return out
+}

@@ -1,0 +1,415 @@
+// Package checksum compares the source and the ghost table, chunk by chunk
+// over the identifying key, from one consistent point, and repairs chunks
+// that differ.
+//
+// The consistent point: MariaDB's START TRANSACTION WITH CONSISTENT SNAPSHOT
+// reports the binlog position of its snapshot (Binlog_snapshot_file/position)
+// without taking any lock. The caller holds the applier at exactly that
+// position while a snapshot of the ghost is opened, so both snapshots show
+// the same state: the source at P, and the ghost with every change before P
+// applied and none after. The applier then goes on; the comparison reads
+// only the two snapshots.
+package checksum
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/recast-osc/recast/internal/binlog"
+	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/table"
+)
+
+// Config says what to compare.
+type Config struct {
+	Source *table.Table
+	Ghost  *table.Table
+	// Columns compared: source and ghost names, same order.
+	SourceColumns []string
+	GhostColumns  []string
+	// Identifying key: source and ghost names, key order; KeyIndex on the source.
+	KeySource []string
+	KeyGhost  []string
+	KeyIndex  string
+	ChunkRows int
+	// Align stops the applier, calls openSource (which opens the source
+	// snapshot and returns its binlog position P), lets the applier apply
+	// everything before P and nothing after, calls openGhost, and lets the
+	// applier go on.
+	Align func(ctx context.Context, openSource func() (binlog.Position, error), openGhost func() error) error
+	// Rounds of repair and re-check before giving up.
+	Rounds int
+	// Pause, if set, is called at named points (tests corrupt the ghost there).
+	Pause  func(ctx context.Context, point string)
+	Logger *slog.Logger
+}
+
+// Result reports a comparison.
+type Result struct {
+	Chunks   int
+	Rows     int64
+	Repaired int // chunks repaired
+	Rounds   int
+	Skipped  []string // columns not compared (type changed so their text differs)
+}
+
+// ErrDifferent is returned when differences persist after repair.
+var ErrDifferent = errors.New("the new table differs from the original")
+
+type chunk struct{ lo, hi []any } // (lo, hi]; lo nil: from the start; hi nil: to the end
+
+// Run compares the tables and repairs differing chunks; it returns
+// ErrDifferent (wrapped, naming the first differing key) if a difference
+// persists after cfg.Rounds repairs.
+func Run(ctx context.Context, db *sql.DB, cfg Config) (Result, error) {
+	if cfg.ChunkRows <= 0 {
+		cfg.ChunkRows = 10000
+	}
+	if cfg.Rounds <= 0 {
+		cfg.Rounds = 3
+	}
+	if cfg.Pause == nil {
+		cfg.Pause = func(context.Context, string) {}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	c := &checker{db: db, cfg: cfg}
+	c.buildExprs()
+	res := Result{Skipped: c.skipped}
+	var todo []chunk // nil: every chunk
+	for round := 1; ; round++ {
+		res.Rounds = round
+		cfg.Pause(ctx, fmt.Sprintf("checksum:round%d", round))
+		diff, n, rows, err := c.compare(ctx, todo)
+		if err != nil {
+			return res, err
+		}
+		if round == 1 {
+			res.Chunks, res.Rows = n, rows
+		}
+		if len(diff) == 0 {
+			return res, nil
+		}
+		if round > cfg.Rounds {
+			key, err := c.firstDifference(ctx, diff[0])
+			if err != nil {
+				return res, err
+			}
+			return res, fmt.Errorf("%w: %d chunk(s) still differ after %d repair round(s); first differing key: %s", ErrDifferent, len(diff), cfg.Rounds, key)
+		}
+		cfg.Logger.Warn("checksum: chunks differ, repairing", "chunks", len(diff), "round", round)
+		for _, ch := range diff {
+			if err := c.repair(ctx, ch); err != nil {
+				return res, err
+			}
+			res.Repaired++
+		}
+		todo = diff
+	}
+}
+
+type checker struct {
+	db      *sql.DB
+	cfg     Config
+	srcExpr string // CRC expression over the source columns
+	ghExpr  string
+	skipped []string
+}
+
+// buildExprs renders the per-row CRC over the compared columns, each as
+// comparable text: character columns converted to utf8mb4, binary ones in
+// hex, NULL marked apart from any value. Columns whose type changed so that
+// their text differs (FLOAT to DOUBLE, DECIMAL scale, temporal precision) are
+// left out and reported.
+func (c *checker) buildExprs() {
+	var src, gh []string
+	for i, s := range c.cfg.SourceColumns {
+		g := c.cfg.GhostColumns[i]
+		sc := c.cfg.Source.Columns[c.cfg.Source.ColumnIndex(s)]
+		gc := c.cfg.Ghost.Columns[c.cfg.Ghost.ColumnIndex(g)]
+		if !comparable(sc, gc) {
+			c.skipped = append(c.skipped, s)
+			continue
+		}
+		if sc.ColumnType == gc.ColumnType && sc.Collation == gc.Collation {
+			// Same type on both sides: the stored bytes compare, with no
+			// charset conversion (BINARY also keeps columns of different
+			// collations from clashing inside CONCAT_WS).
+			se, ge := table.QuoteIdent(s), table.QuoteIdent(g)
+			if sc.Charset != "" {
+				se, ge = "CAST("+se+" AS BINARY)", "CAST("+ge+" AS BINARY)"
+			}
+			src = append(src, se, "ISNULL("+table.QuoteIdent(s)+")")
+			gh = append(gh, ge, "ISNULL("+table.QuoteIdent(g)+")")
+			continue
+		}
+		src = append(src, textExpr(s, sc), "ISNULL("+table.QuoteIdent(s)+")")
+		gh = append(gh, textExpr(g, gc), "ISNULL("+table.QuoteIdent(g)+")")
+	}
+	c.srcExpr = "CRC32(CONCAT_WS('#'," + strings.Join(src, ",") + "))"
+	c.ghExpr = "CRC32(CONCAT_WS('#'," + strings.Join(gh, ",") + "))"
+}
+
+func textExpr(name string, c table.Column) string {
+	q := table.QuoteIdent(name)
+	switch {
+	case c.Charset != "":
+		return "CONVERT(" + q + " USING utf8mb4)"
+	case table.IsBinaryType(c.DataType):
+		return "HEX(" + q + ")"
+	case c.DataType == "bit":
+		return "CAST(" + q + " AS UNSIGNED)"
+	}
+	return q
+}
+
+// comparable reports whether the text of a value is the same in both column types.
+func comparable(s, g table.Column) bool {
+	if s.ColumnType == g.ColumnType {
+		return true
+	}
+	family := func(c table.Column) string {
+		switch c.DataType {
+		case "tinyint", "smallint", "mediumint", "int", "bigint":
+			return "int"
+		case "char", "varchar", "tinytext", "text", "mediumtext", "longtext":
+			return "text"
+		case "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob":
+			if c.Charset == "" {
+				return "bytes"
+			}
+			return "text"
+		case "enum", "set":
+			return "text"
+		}
+		return c.ColumnType // anything else must match exactly
+	}
+	return family(s) == family(g)
+}
+
+// compare opens the consistent pair of snapshots and compares the chunks
+// (all of them when todo is nil). It returns the differing chunks.
+func (c *checker) compare(ctx context.Context, todo []chunk) (diff []chunk, n int, rows int64, err error) {
+	srcConn, err := c.db.Conn(ctx)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer srcConn.Close()
+	ghConn, err := c.db.Conn(ctx)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer ghConn.Close()
+	for _, conn := range []*sql.Conn{srcConn, ghConn} {
+		if _, err := conn.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
+			return nil, 0, 0, err
+		}
+	}
+	defer srcConn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK") //nolint:errcheck
+	defer ghConn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")  //nolint:errcheck
+	err = c.cfg.Align(ctx, func() (binlog.Position, error) {
+		if _, err := srcConn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT"); err != nil {
+			return binlog.Position{}, fmt.Errorf("open the source snapshot: %w", err)
+		}
+		return snapshotPosition(ctx, srcConn)
+	}, func() error {
+		_, err := ghConn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT")
+		return err
+	})
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("checksum: align the snapshots: %w", err)
+	}
+	c.cfg.Pause(ctx, "checksum:snapshots-open")
+
+	next := c.walker(srcConn, todo)
+	for {
+		ch, ok, err := next(ctx)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		if !ok {
+			return diff, n, rows, nil
+		}
+		n++
+		// Both sides at once: each snapshot has its own connection.
+		var sc, gc int64
+		var scrc, gcrc uint64
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() (err error) {
+			sc, scrc, err = c.sum(gctx, srcConn, c.cfg.Source.QuotedName(), c.srcExpr, c.cfg.KeySource, ch)
+			return err
+		})
+		g.Go(func() (err error) {
+			gc, gcrc, err = c.sum(gctx, ghConn, c.cfg.Ghost.QuotedName(), c.ghExpr, c.cfg.KeyGhost, ch)
+			return err
+		})
+		if err := g.Wait(); err != nil {
+			return nil, 0, 0, err
+		}
+		rows += sc
+		if sc != gc || scrc != gcrc {
+			diff = append(diff, ch)
+		}
+	}
+}
+
+// walker yields the chunks: the given ones, or consecutive key ranges of
+// ChunkRows rows read from the source snapshot.
+func (c *checker) walker(conn *sql.Conn, todo []chunk) func(context.Context) (chunk, bool, error) {
+	if todo != nil {
+		i := 0
+		return func(context.Context) (chunk, bool, error) {
+			if i >= len(todo) {
+				return chunk{}, false, nil
+			}
+			i++
+			return todo[i-1], true, nil
+		}
+	}
+	var lo []any
+	done := false
+	order := table.QuoteIdents(c.cfg.KeySource)
+	return func(ctx context.Context) (chunk, bool, error) {
+		if done {
+			return chunk{}, false, nil
+		}
+		where, args := table.RangeWhere(c.cfg.KeySource, lo, nil)
+		q := dbconn.Tag + "SELECT " + order + " FROM " + c.cfg.Source.QuotedName() +
+			" FORCE INDEX (" + table.QuoteIdent(c.cfg.KeyIndex) + ") WHERE " + where +
+			" ORDER BY " + order + fmt.Sprintf(" LIMIT 1 OFFSET %d", c.cfg.ChunkRows-1)
+		hi, err := table.ScanKey(ctx, conn, c.cfg.Source, c.cfg.KeySource, q, args...)
+		if err != nil {
+			return chunk{}, false, fmt.Errorf("checksum: walk %s: %w", c.cfg.Source.QuotedName(), err)
+		}
+		ch := chunk{lo: lo, hi: hi} // hi nil: the last chunk, to the end
+		if hi == nil {
+			done = true
+		}
+		lo = hi
+		return ch, true, nil
+	}
+}
+
+func (c *checker) sum(ctx context.Context, conn *sql.Conn, tbl, expr string, key []string, ch chunk) (int64, uint64, error) {
+	where, args := rangeWhere(key, ch)
+	var n int64
+	var crc sql.NullInt64
+	q := dbconn.Tag + "SELECT COUNT(*), BIT_XOR(" + expr + ") FROM " + tbl + " WHERE " + where
+	if err := conn.QueryRowContext(ctx, q, args...).Scan(&n, &crc); err != nil {
+		return 0, 0, fmt.Errorf("checksum %s: %w", tbl, err)
+	}
+	return n, uint64(crc.Int64), nil
+}
+
+// repair re-copies a chunk: its ghost rows are replaced by the source's
+// current rows, read with a shared lock (see the copier for why).
+func (c *checker) repair(ctx context.Context, ch chunk) error {
+	gwhere, gargs := rangeWhere(c.cfg.KeyGhost, ch)
+	swhere, sargs := rangeWhere(c.cfg.KeySource, ch)
+	return dbconn.Retry(ctx, 10, func(ctx context.Context) error {
+		tx, err := c.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback() //nolint:errcheck
+		if _, err := tx.ExecContext(ctx, dbconn.Tag+"DELETE FROM "+c.cfg.Ghost.QuotedName()+" WHERE "+gwhere, gargs...); err != nil {
+			return err
+		}
+		all := c.allPairs()
+		if _, err := tx.ExecContext(ctx, dbconn.Tag+"INSERT IGNORE INTO "+c.cfg.Ghost.QuotedName()+" ("+table.QuoteIdents(all.ghost)+") SELECT "+
+			table.QuoteIdents(all.source)+" FROM "+c.cfg.Source.QuotedName()+" WHERE "+swhere+" LOCK IN SHARE MODE", sargs...); err != nil {
+			return err
+		}
+		return tx.Commit()
+	})
+}
+
+type pairs struct{ source, ghost []string }
+
+// allPairs are every mapped column (the compared ones plus those skipped).
+func (c *checker) allPairs() pairs {
+	return pairs{c.cfg.SourceColumns, c.cfg.GhostColumns}
+}
+
+// firstDifference finds the first key in a chunk whose row differs.
+func (c *checker) firstDifference(ctx context.Context, ch chunk) (string, error) {
+	read := func(tbl, expr string, key []string) (map[string]uint64, []string, error) {
+		where, args := rangeWhere(key, ch)
+		rows, err := c.db.QueryContext(ctx, dbconn.Tag+"SELECT CONCAT_WS(',', "+table.QuoteIdents(key)+"), "+expr+" FROM "+tbl+" WHERE "+where+" ORDER BY "+table.QuoteIdents(key), args...)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer rows.Close()
+		m := map[string]uint64{}
+		var order []string
+		for rows.Next() {
+			var k string
+			var crc uint64
+			if err := rows.Scan(&k, &crc); err != nil {
+				return nil, nil, err
+			}
+			m[k] = crc
+			order = append(order, k)
+		}
+		return m, order, rows.Err()
+	}
+	src, sorder, err := read(c.cfg.Source.QuotedName(), c.srcExpr, c.cfg.KeySource)
+	if err != nil {
+		return "", err
+	}
+	gh, gorder, err := read(c.cfg.Ghost.QuotedName(), c.ghExpr, c.cfg.KeyGhost)
+	if err != nil {
+		return "", err
+	}
+	for _, k := range sorder {
+		if g, ok := gh[k]; !ok {
+			return fmt.Sprintf("(%s) = (%s): missing from the new table", strings.Join(c.cfg.KeySource, ","), k), nil
+		} else if g != src[k] {
+			return fmt.Sprintf("(%s) = (%s): values differ", strings.Join(c.cfg.KeySource, ","), k), nil
+		}
+	}
+	for _, k := range gorder {
+		if _, ok := src[k]; !ok {
+			return fmt.Sprintf("(%s) = (%s): only in the new table", strings.Join(c.cfg.KeyGhost, ","), k), nil
+		}
+	}
+	return "(the difference moved: the tables are being written)", nil
+}
+
+func snapshotPosition(ctx context.Context, conn *sql.Conn) (binlog.Position, error) {
+	rows, err := conn.QueryContext(ctx, "SHOW STATUS LIKE 'binlog_snapshot_%'")
+	if err != nil {
+		return binlog.Position{}, err
+	}
+	defer rows.Close()
+	var p binlog.Position
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return p, err
+		}
+		switch strings.ToLower(k) {
+		case "binlog_snapshot_file":
+			p.File = v
+		case "binlog_snapshot_position":
+			var off uint64
+			if _, err := fmt.Sscan(v, &off); err != nil {
+				return p, fmt.Errorf("parse %s=%q: %w", k, v, err)
+			}
+			p.Offset = uint32(off)
+		}
+	}
+	if p.File == "" {
+		return p, errors.New("the server reports no Binlog_snapshot_file: recast's checksum needs MariaDB's consistent snapshot with binlog position")
+	}
+	return p, rows.Err()
+}
+
+func rangeWhere(key []string, ch chunk) (string, []any) { return table.RangeWhere(key, ch.lo, ch.hi) }

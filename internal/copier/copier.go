@@ -1,0 +1,409 @@
+// Package copier copies the source table into the ghost table in chunks of
+// the identifying key, each chunk one short INSERT IGNORE ... SELECT ... LOCK
+// IN SHARE MODE.
+//
+// Why a locking read: the binlog applier runs at the same time. If a chunk
+// read a row without locking it, the application could delete (or change)
+// the row and the applier apply that change to the ghost before the chunk's
+// insert lands, and the chunk would then write the stale row back. The shared
+// lock makes the application's change wait until the chunk has committed, so
+// its event is applied after the chunk. The chunk is kept small and short
+// (sized to a target time, capped in rows) so that the application never
+// waits long behind it.
+//
+// Why INSERT IGNORE: a row the applier has already written keeps the
+// applier's image. That image may be older than what the chunk read, but
+// every change after the stream's start has an event that the applier writes
+// later, so the ghost converges either way; IGNORE only avoids failing the
+// chunk on a row that is already there.
+//
+// The copy covers keys up to the maximum present when the copy starts: rows
+// inserted later were inserted after the binlog stream began, so the applier
+// writes them.
+package copier
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/table"
+)
+
+// Config says what to copy.
+type Config struct {
+	Source        *table.Table
+	Ghost         string   // quoted ghost name
+	SourceColumns []string // columns read from the source
+	GhostColumns  []string // columns written in the ghost, same order
+	KeyColumns    []string // identifying key of the source, key order
+	KeyIndex      string   // name of the index holding KeyColumns
+	ChunkTime     time.Duration
+	MinChunk      int
+	MaxChunk      int
+	// Threads is the number of chunks copied at once.
+	Threads int
+	// Start resumes the copy after this key (nil: from the first row).
+	Start []any
+	// Throttle, if set, is called before each chunk and blocks while copying must pause.
+	Throttle func(ctx context.Context) error
+	Logger   *slog.Logger
+}
+
+// Copier copies chunk after chunk.
+type Copier struct {
+	db     *sql.DB
+	cfg    Config
+	copied atomic.Int64
+	chunks atomic.Int64
+	chunk  atomic.Int64 // current chunk size
+	done   atomic.Bool
+
+	// Settings that may change while running (SetThreads, SetChunkTime,
+	// SetChunkBounds); cfg holds the initial values.
+	threads, chunkTime, minChunk, maxChunk atomic.Int64
+	inFlight                               atomic.Int64
+	wakeMu                                 sync.Mutex
+	wake                                   chan struct{} // closed when threads changes
+
+	// Low watermark: chunks finish out of order; the watermark is the end of
+	// the last chunk before which every chunk has finished.
+	wmu       sync.Mutex
+	watermark []any
+	nextSeq   int
+	finished  map[int][]any // seq -> hi of finished chunks not yet absorbed
+}
+
+// New returns a Copier.
+func New(db *sql.DB, cfg Config) (*Copier, error) {
+	if len(cfg.KeyColumns) == 0 || len(cfg.SourceColumns) != len(cfg.GhostColumns) || len(cfg.SourceColumns) == 0 {
+		return nil, errors.New("copier: key and column mapping are required")
+	}
+	if cfg.ChunkTime <= 0 {
+		cfg.ChunkTime = 200 * time.Millisecond
+	}
+	if cfg.MinChunk <= 0 {
+		cfg.MinChunk = 100
+	}
+	if cfg.MaxChunk <= 0 {
+		cfg.MaxChunk = 5000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Threads < 1 {
+		cfg.Threads = 1
+	}
+	c := &Copier{db: db, cfg: cfg, watermark: cfg.Start, finished: map[int][]any{}, wake: make(chan struct{})}
+	c.chunk.Store(int64(min(1000, cfg.MaxChunk)))
+	c.threads.Store(int64(min(cfg.Threads, MaxThreads)))
+	c.chunkTime.Store(int64(cfg.ChunkTime))
+	c.minChunk.Store(int64(cfg.MinChunk))
+	c.maxChunk.Store(int64(cfg.MaxChunk))
+	return c, nil
+}
+
+// Progress is a snapshot for progress reporting.
+type Progress struct {
+	Rows      int64 // rows inserted or found present (rows read by chunks)
+	Chunks    int64
+	ChunkSize int64
+	InFlight  int64 // chunks being copied now
+	Done      bool
+}
+
+// Progress returns the counters.
+func (c *Copier) Progress() Progress {
+	return Progress{Rows: c.copied.Load(), Chunks: c.chunks.Load(), ChunkSize: c.chunk.Load(), InFlight: c.inFlight.Load(), Done: c.done.Load()}
+}
+
+type chunk struct {
+	seq    int
+	lo, hi []any
+}
+
+// Watermark returns the highest key such that every row at or below it has
+// been copied (nil: none yet), and whether the copy is complete.
+func (c *Copier) Watermark() ([]any, bool) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.watermark, c.done.Load()
+}
+
+func (c *Copier) finish(ch chunk) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.finished[ch.seq] = ch.hi
+	for {
+		hi, ok := c.finished[c.nextSeq]
+		if !ok {
+			return
+		}
+		delete(c.finished, c.nextSeq)
+		c.watermark = hi
+		c.nextSeq++
+	}
+}
+
+// Run copies every row whose key is at most the maximum key present now:
+// one goroutine walks the key to find chunk boundaries, Threads goroutines
+// copy the chunks.
+func (c *Copier) Run(ctx context.Context) error {
+	k := c.cfg.KeyColumns
+	src := c.cfg.Source.QuotedName()
+	force := " FORCE INDEX (" + table.QuoteIdent(c.cfg.KeyIndex) + ")"
+	order := strings.Join(quoteAll(k), ", ")
+	// Highest key now: the copy's upper bound.
+	hi, err := c.scanKey(ctx, dbconn.Tag+"SELECT "+order+" FROM "+src+force+" ORDER BY "+desc(k)+" LIMIT 1")
+	if err != nil {
+		return fmt.Errorf("copy: read the highest key of %s: %w", src, err)
+	}
+	if hi == nil {
+		c.done.Store(true)
+		return nil // empty table
+	}
+	if c.cfg.Start != nil {
+		// Resuming past the end: nothing is left to copy.
+		where, args := table.RangeWhere(k, c.cfg.Start, hi)
+		past, err := table.ScanKey(ctx, c.db, c.cfg.Source, k, dbconn.Tag+"SELECT "+order+" FROM "+src+force+" WHERE "+where+" LIMIT 1", args...)
+		if err != nil {
+			return fmt.Errorf("copy: resume after %v: %w", c.cfg.Start, err)
+		}
+		if past == nil {
+			c.done.Store(true)
+			return nil
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	chunks := make(chan chunk)
+	walked := make(chan struct{}) // closed once every chunk has been handed out
+	g.Go(func() error {
+		defer close(walked)
+		defer close(chunks)
+		lo := c.cfg.Start // nil: before the first row
+		for seq := 0; ; seq++ {
+			if c.cfg.Throttle != nil {
+				if err := c.cfg.Throttle(gctx); err != nil {
+					return err
+				}
+			}
+			size := c.chunk.Load()
+			// The chunk's end: the size-th key after lo, or hi when fewer remain.
+			where, args := table.RangeWhere(k, lo, hi)
+			q := dbconn.Tag + "SELECT " + order + " FROM " + src + force + " WHERE " + where +
+				" ORDER BY " + order + fmt.Sprintf(" LIMIT 1 OFFSET %d", size-1)
+			end, err := c.scanKey(gctx, q, args...)
+			if err != nil {
+				return fmt.Errorf("copy: find the next chunk of %s: %w", src, err)
+			}
+			last := end == nil
+			if last {
+				end = hi
+			}
+			select {
+			case chunks <- chunk{seq, lo, end}:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			if last {
+				return nil
+			}
+			lo = end
+		}
+	})
+	// MaxThreads workers; those numbered at or above the current thread
+	// count wait (SetThreads changes it while running).
+	for i := range MaxThreads {
+		g.Go(func() error {
+			for c.await(gctx, i, walked) {
+				var ch chunk
+				var ok bool
+				select {
+				case ch, ok = <-chunks:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+				if !ok {
+					return nil
+				}
+				if c.cfg.Throttle != nil {
+					if err := c.cfg.Throttle(gctx); err != nil {
+						return err
+					}
+				}
+				start := time.Now()
+				c.inFlight.Add(1)
+				n, err := c.copyChunk(gctx, ch.lo, ch.hi)
+				c.inFlight.Add(-1)
+				if err != nil {
+					return err
+				}
+				c.copied.Add(n)
+				c.chunks.Add(1)
+				c.finish(ch)
+				c.adjust(time.Since(start))
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	c.done.Store(true)
+	return nil
+}
+
+func (c *Copier) adjust(took time.Duration) {
+	size := float64(c.chunk.Load())
+	target := float64(c.chunkTime.Load())
+	ratio := target / float64(max(took, time.Millisecond))
+	ratio = min(max(ratio, 0.5), 2)
+	next := int64(size * ratio)
+	next = min(max(next, c.minChunk.Load()), c.maxChunk.Load())
+	c.chunk.Store(next)
+}
+
+// MaxThreads caps Threads.
+const MaxThreads = 64
+
+// await blocks worker i while i is at or above the thread count; false: the
+// walk is over or ctx ended.
+func (c *Copier) await(ctx context.Context, i int, walked <-chan struct{}) bool {
+	for {
+		c.wakeMu.Lock()
+		wake := c.wake
+		c.wakeMu.Unlock()
+		if int64(i) < c.threads.Load() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-walked:
+			return false
+		case <-wake:
+		}
+	}
+}
+
+// SetThreads changes the number of chunks copied at once (1..MaxThreads)
+// while running: chunks in flight finish, then the new count applies.
+func (c *Copier) SetThreads(n int) {
+	c.threads.Store(int64(min(max(n, 1), MaxThreads)))
+	c.wakeMu.Lock()
+	close(c.wake)
+	c.wake = make(chan struct{})
+	c.wakeMu.Unlock()
+}
+
+// SetChunkTime changes the target duration of one chunk while running.
+func (c *Copier) SetChunkTime(d time.Duration) {
+	if d > 0 {
+		c.chunkTime.Store(int64(d))
+	}
+}
+
+// SetChunkBounds changes the chunk size limits while running; the current
+// chunk size is clamped into them at once.
+func (c *Copier) SetChunkBounds(minRows, maxRows int) {
+	minRows, maxRows = max(minRows, 1), max(maxRows, 1)
+	minRows = min(minRows, maxRows)
+	c.minChunk.Store(int64(minRows))
+	c.maxChunk.Store(int64(maxRows))
+	c.chunk.Store(min(max(c.chunk.Load(), int64(minRows)), int64(maxRows)))
+}
+
+// Settings returns the current thread count, target chunk time and chunk
+// size limits.
+func (c *Copier) Settings() (threads int, chunkTime time.Duration, minRows, maxRows int) {
+	return int(c.threads.Load()), time.Duration(c.chunkTime.Load()), int(c.minChunk.Load()), int(c.maxChunk.Load())
+}
+
+func (c *Copier) copyChunk(ctx context.Context, lo, hi []any) (int64, error) {
+	k := c.cfg.KeyColumns
+	where, args := table.RangeWhere(k, lo, hi)
+	q := dbconn.Tag + "INSERT IGNORE INTO " + c.cfg.Ghost + " (" + table.QuoteIdents(c.cfg.GhostColumns) + ") SELECT " +
+		table.QuoteIdents(c.cfg.SourceColumns) + " FROM " + c.cfg.Source.QuotedName() +
+		" FORCE INDEX (" + table.QuoteIdent(c.cfg.KeyIndex) + ") WHERE " + where +
+		" LOCK IN SHARE MODE"
+	var rows int64
+	err := dbconn.Retry(ctx, 30, func(ctx context.Context) error {
+		conn, err := c.db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		res, err := conn.ExecContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		rows, _ = res.RowsAffected()
+		return checkWarnings(ctx, conn, lo)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("copy chunk after %v: %w", lo, err)
+	}
+	return rows, nil
+}
+
+// ErrDataChange is returned when copying a row would change its data
+// (truncation, invalid value): the ALTER would lose data.
+var ErrDataChange = errors.New("the ALTER would change or lose data")
+
+// checkWarnings fails on any warning other than duplicate-key (which INSERT
+// IGNORE produces for rows the applier has already written).
+func checkWarnings(ctx context.Context, conn *sql.Conn, lo []any) error {
+	var n int
+	if err := conn.QueryRowContext(ctx, "SELECT @@warning_count").Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	rs, err := conn.QueryContext(ctx, "SHOW WARNINGS LIMIT 10")
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var level, msg string
+		var code int
+		if err := rs.Scan(&level, &code, &msg); err != nil {
+			return err
+		}
+		if code == dbconn.ErDupEntry {
+			continue
+		}
+		return fmt.Errorf("%w: copying the chunk after key %v raised %s %d: %s; fix the data or the ALTER", ErrDataChange, lo, level, code, msg)
+	}
+	return rs.Err()
+}
+
+func (c *Copier) scanKey(ctx context.Context, q string, args ...any) ([]any, error) {
+	return table.ScanKey(ctx, c.db, c.cfg.Source, c.cfg.KeyColumns, q, args...)
+}
+
+func quoteAll(cols []string) []string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = table.QuoteIdent(c)
+	}
+	return out
+}
+
+func desc(cols []string) string {
+	q := quoteAll(cols)
+	for i := range q {
+		q[i] += " DESC"
+	}
+	return strings.Join(q, ", ")
+}

@@ -1,0 +1,135 @@
+package ddl
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/recast-osc/recast/internal/table"
+)
+
+// ColumnPair names a column of the source table and the ghost column its
+// values are copied to.
+type ColumnPair struct{ Source, Ghost string }
+
+// Map pairs the columns the old (source) and the new (ghost) table share:
+// same name (case-insensitive) unless renamed, or renamed per a.Renames.
+// Dropped columns are absent, even when the ALTER adds a column of the same
+// name again (MariaDB gives that one its default, not the old values).
+// Generated columns on either side are excluded: they are computed, never
+// written. Pairs come in the ghost table's column order; names are spelled
+// as each table spells them.
+//
+// Map refuses a ghost that does not match the analysis: a source column the
+// ALTER neither drops nor renames but that the ghost lacks, a rename whose
+// target the ghost lacks, two source columns landing on one ghost column.
+// a may be nil: no renames, no drops.
+func Map(source, ghost *table.Table, a *Analysis) ([]ColumnPair, error) {
+	dropped := map[string]bool{}
+	renames := map[string]string{}
+	if a != nil {
+		for _, d := range a.Dropped {
+			dropped[strings.ToLower(d)] = true
+		}
+		for old, nw := range a.Renames {
+			renames[strings.ToLower(old)] = nw
+		}
+	}
+	type pair struct {
+		gi int
+		p  ColumnPair
+	}
+	var pairs []pair
+	taken := map[int]string{} // ghost ordinal -> source column
+	for _, sc := range source.Columns {
+		key := strings.ToLower(sc.Name)
+		if dropped[key] {
+			continue
+		}
+		target, renamed := renames[key]
+		if !renamed {
+			target = sc.Name
+		}
+		gi := ghost.ColumnIndex(target)
+		if gi < 0 {
+			if renamed {
+				return nil, newErr(fmt.Sprintf("the ALTER renames column %s to %s, but the new table has no column %s",
+					quote(sc.Name), quote(target), quote(target)), "check the CHANGE / RENAME COLUMN clause")
+			}
+			return nil, newErr(fmt.Sprintf("column %s of the old table is missing from the new table, but the ALTER does not drop it",
+				quote(sc.Name)), "drop the column explicitly (DROP COLUMN) so that losing its values is intended")
+		}
+		if prev, dup := taken[gi]; dup {
+			return nil, newErr(fmt.Sprintf("columns %s and %s of the old table would both be copied to column %s of the new table",
+				quote(prev), quote(sc.Name), quote(ghost.Columns[gi].Name)), "check the renames in the ALTER")
+		}
+		taken[gi] = sc.Name
+		if sc.Generated || ghost.Columns[gi].Generated {
+			continue
+		}
+		pairs = append(pairs, pair{gi, ColumnPair{Source: sc.Name, Ghost: ghost.Columns[gi].Name}})
+	}
+	sort.Slice(pairs, func(i, j int) bool { return pairs[i].gi < pairs[j].gi })
+	out := make([]ColumnPair, len(pairs))
+	for i, p := range pairs {
+		out[i] = p.p
+	}
+	return out, nil
+}
+
+// errNoSharedKeyCause is the cause SharedKey reports when no key qualifies.
+const errNoSharedKeyCause = "no usable key: recast needs a PRIMARY KEY or a UNIQUE key on NOT NULL columns present in both the old and the new table"
+
+// SharedKey picks the key that chunks the source and identifies rows in both
+// tables: the first identifying key of the source (unique, every column NOT
+// NULL and not generated; PRIMARY first) whose columns all map through pairs
+// to ghost columns that form, as a set, an identifying key of the ghost. It
+// returns the source key's columns in key order and, position by position,
+// the ghost columns they map to.
+func SharedKey(source, ghost *table.Table, pairs []ColumnPair) (src, gh []string, err error) {
+	toGhost := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		toGhost[strings.ToLower(p.Source)] = p.Ghost
+	}
+	ghostKeys := ghost.IdentifyingKeys()
+	for _, k := range source.IdentifyingKeys() {
+		src, gh = src[:0], gh[:0]
+		for _, c := range k.Columns {
+			g, ok := toGhost[strings.ToLower(c)]
+			if !ok {
+				break
+			}
+			src = append(src, source.Columns[source.ColumnIndex(c)].Name)
+			gh = append(gh, g)
+		}
+		if len(gh) != len(k.Columns) {
+			continue
+		}
+		for _, gk := range ghostKeys {
+			if sameSet(gk.Columns, gh) {
+				return src, gh, nil
+			}
+		}
+	}
+	return nil, nil, newErr(errNoSharedKeyCause,
+		"add one first (with a plain ALTER TABLE), or change the ALTER so that the new table keeps a unique key of the old one")
+}
+
+// sameSet reports whether a and b hold the same names, case-insensitively.
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := make(map[string]int, len(a))
+	for _, s := range a {
+		seen[strings.ToLower(s)]++
+	}
+	for _, s := range b {
+		k := strings.ToLower(s)
+		if seen[k] == 0 {
+			return false
+		}
+		seen[k]--
+	}
+	return true
+}

@@ -1,0 +1,166 @@
+package ddl
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/recast-osc/recast/internal/table"
+)
+
+// tbl builds a table: columns "name" (NOT NULL int), "name?" (nullable),
+// "name*" (generated); keys "PRIMARY:a,b", "u:c" (unique), "i:d" (not unique).
+func tbl(cols string, keys ...string) *table.Table {
+	t := &table.Table{Schema: "db", Name: "t", Engine: "InnoDB"}
+	for _, c := range strings.Fields(cols) {
+		col := table.Column{Name: strings.TrimRight(c, "?*"), DataType: "int", ColumnType: "int(11)"}
+		col.Nullable = strings.HasSuffix(c, "?")
+		col.Generated = strings.HasSuffix(c, "*")
+		t.Columns = append(t.Columns, col)
+	}
+	for _, k := range keys {
+		name, cols, _ := strings.Cut(k, ":")
+		unique := name == "PRIMARY" || strings.HasPrefix(name, "u")
+		t.Indexes = append(t.Indexes, table.Index{Name: name, Unique: unique, Columns: strings.Split(cols, ",")})
+	}
+	return t
+}
+
+func mustAnalyze(t *testing.T, body string) *Analysis {
+	t.Helper()
+	a, err := Analyze(body)
+	if err != nil {
+		t.Fatalf("Analyze(%q): %v", body, err)
+	}
+	return a
+}
+
+func pairs(s string) []ColumnPair { // "a>b c" -> {a b} {c c}
+	var out []ColumnPair
+	for _, f := range strings.Fields(s) {
+		src, gh, ok := strings.Cut(f, ">")
+		if !ok {
+			gh = src
+		}
+		out = append(out, ColumnPair{src, gh})
+	}
+	return out
+}
+
+func TestMap(t *testing.T) {
+	cases := []struct {
+		name          string
+		source, ghost *table.Table
+		alter         string
+		want          string
+	}{
+		{"same", tbl("id a b"), tbl("id a b"), "ADD INDEX (a)", "id a b"},
+		{"added", tbl("id a"), tbl("id a c"), "ADD COLUMN c INT", "id a"},
+		{"renamed CHANGE", tbl("id a b"), tbl("id a2 b"), "CHANGE a a2 BIGINT", "id a>a2 b"},
+		{"renamed RENAME COLUMN", tbl("id a b"), tbl("id a2 b"), "RENAME COLUMN a TO a2", "id a>a2 b"},
+		{"renamed case-insensitively", tbl("id A b"), tbl("id a2 b"), "CHANGE `a` a2 INT", "id A>a2 b"},
+		{"swapped", tbl("id a b"), tbl("id b a"), "CHANGE a b INT, CHANGE b a INT", "id a>b b>a"},
+		{"dropped", tbl("id a b"), tbl("id a"), "DROP COLUMN b", "id a"},
+		{"dropped and added again", tbl("id a b"), tbl("id a b"), "DROP COLUMN b, ADD COLUMN b INT", "id a"},
+		{"dropped, other renamed onto its name", tbl("id a b"), tbl("id b"), "DROP COLUMN b, CHANGE a b INT", "id a>b"},
+		{"generated in source", tbl("id a g*"), tbl("id a g*"), "ADD INDEX (a)", "id a"},
+		{"becomes generated", tbl("id a g"), tbl("id a g*"), "MODIFY g INT AS (a + 1) VIRTUAL", "id a"},
+		{"ghost order", tbl("id a b"), tbl("b id a"), "MODIFY b INT FIRST", "b id a"},
+		{"case differs", tbl("ID a"), tbl("id A"), "FORCE", "ID>id a>A"},
+	}
+	for _, tc := range cases {
+		got, err := Map(tc.source, tc.ghost, mustAnalyze(t, tc.alter))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if want := pairs(tc.want); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: Map = %v, want %v", tc.name, got, want)
+		}
+	}
+	if got, err := Map(tbl("id a"), tbl("id a"), nil); err != nil || !reflect.DeepEqual(got, pairs("id a")) {
+		t.Errorf("Map with nil analysis = %v, %v", got, err)
+	}
+}
+
+func TestMapMismatch(t *testing.T) {
+	cases := []struct {
+		source, ghost *table.Table
+		alter, want   string
+	}{
+		{tbl("id a b"), tbl("id a"), "ADD INDEX (a)", "column `b` of the old table is missing from the new table"},
+		{tbl("id a b"), tbl("id a b"), "CHANGE a x INT", "renames column `a` to `x`, but the new table has no column `x`"},
+		{tbl("id a b"), tbl("id b"), "RENAME COLUMN a TO b", "both be copied to column `b`"},
+	}
+	for _, tc := range cases {
+		_, err := Map(tc.source, tc.ghost, mustAnalyze(t, tc.alter))
+		var e *Error
+		if !errors.As(err, &e) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Map for %q: %v, want *Error containing %q", tc.alter, err, tc.want)
+		}
+	}
+}
+
+func TestSharedKey(t *testing.T) {
+	cases := []struct {
+		name          string
+		source, ghost *table.Table
+		alter         string
+		src, gh       []string
+	}{
+		{"primary kept", tbl("id a", "PRIMARY:id"), tbl("id a c?", "PRIMARY:id"), "ADD COLUMN c INT", []string{"id"}, []string{"id"}},
+		{"primary column renamed", tbl("id a", "PRIMARY:id"), tbl("pk a", "PRIMARY:pk"), "CHANGE id pk BIGINT", []string{"id"}, []string{"pk"}},
+		{"composite primary", tbl("a b c", "PRIMARY:a,b"), tbl("a b c", "PRIMARY:a,b"), "FORCE", []string{"a", "b"}, []string{"a", "b"}},
+		{"new primary, old one kept as unique", tbl("id a b", "PRIMARY:id"), tbl("id a b", "PRIMARY:a,b", "u_id:id"),
+			"DROP PRIMARY KEY, ADD PRIMARY KEY (a, b), ADD UNIQUE u_id (id)", []string{"id"}, []string{"id"}},
+		{"old unique becomes primary in another order", tbl("id a b", "PRIMARY:id", "u_ab:a,b"), tbl("a b", "PRIMARY:b,a"),
+			"DROP COLUMN id, ADD PRIMARY KEY (b, a)", []string{"a", "b"}, []string{"a", "b"}},
+		{"unique with renamed column", tbl("x? a b", "u_ab:a,b"), tbl("x? a2 b", "u_ab:b,a2"),
+			"CHANGE a a2 INT NOT NULL", []string{"a", "b"}, []string{"a2", "b"}},
+		{"nullable unique skipped", tbl("id a? b", "PRIMARY:id", "u_a:a", "u_b:b"), tbl("a? b", "u_a:a", "u_b:b"),
+			"DROP COLUMN id", []string{"b"}, []string{"b"}},
+	}
+	for _, tc := range cases {
+		a := mustAnalyze(t, tc.alter)
+		ps, err := Map(tc.source, tc.ghost, a)
+		if err != nil {
+			t.Errorf("%s: Map: %v", tc.name, err)
+			continue
+		}
+		src, gh, err := SharedKey(tc.source, tc.ghost, ps)
+		if err != nil || !reflect.DeepEqual(src, tc.src) || !reflect.DeepEqual(gh, tc.gh) {
+			t.Errorf("%s: SharedKey = %v, %v, %v; want %v, %v", tc.name, src, gh, err, tc.src, tc.gh)
+		}
+	}
+}
+
+func TestSharedKeyNone(t *testing.T) {
+	cases := []struct {
+		name          string
+		source, ghost *table.Table
+		alter         string
+	}{
+		{"primary replaced", tbl("id a", "PRIMARY:id"), tbl("id a", "PRIMARY:a"), "DROP PRIMARY KEY, ADD PRIMARY KEY (a)"},
+		{"primary column dropped", tbl("id a", "PRIMARY:id"), tbl("a", "u_a:a"), "DROP COLUMN id, ADD UNIQUE u_a (a)"},
+		{"ghost key nullable", tbl("id a", "PRIMARY:id"), tbl("id? a", "u_id:id"), "DROP PRIMARY KEY, MODIFY id INT NULL, ADD UNIQUE u_id (id)"},
+		{"ghost key wider", tbl("id a", "PRIMARY:id"), tbl("id a", "PRIMARY:id,a"), "DROP PRIMARY KEY, ADD PRIMARY KEY (id, a)"},
+		{"no key at all", tbl("id a"), tbl("id a"), "FORCE"},
+		{"non-unique index only", tbl("id a", "i_id:id"), tbl("id a", "i_id:id"), "FORCE"},
+		{"generated key column", tbl("id g*", "u_g:g"), tbl("id g*", "u_g:g"), "FORCE"},
+	}
+	for _, tc := range cases {
+		ps, err := Map(tc.source, tc.ghost, mustAnalyze(t, tc.alter))
+		if err != nil {
+			t.Errorf("%s: Map: %v", tc.name, err)
+			continue
+		}
+		src, gh, err := SharedKey(tc.source, tc.ghost, ps)
+		var e *Error
+		if !errors.As(err, &e) || !strings.Contains(err.Error(),
+			"no usable key: recast needs a PRIMARY KEY or a UNIQUE key on NOT NULL columns present in both the old and the new table") ||
+			!strings.Contains(e.Fix, "add one first") {
+			t.Errorf("%s: SharedKey = %v, %v, %v; want the no-usable-key error", tc.name, src, gh, err)
+		}
+	}
+}

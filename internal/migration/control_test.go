@@ -1,0 +1,156 @@
+package migration
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/recast-osc/recast/internal/apply"
+	"github.com/recast-osc/recast/internal/copier"
+	"github.com/recast-osc/recast/internal/status"
+)
+
+// etaControl is a Control in the copy phase with a copier and an applier
+// that never touch a server, and the given samples (one a second).
+func etaControl(t *testing.T, phase string, estimate int64, samples []sample) *Control {
+	t.Helper()
+	cp, err := copier.New(nil, copier.Config{KeyColumns: []string{"id"}, SourceColumns: []string{"id"}, GhostColumns: []string{"id"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap, err := apply.New(nil, apply.Config{Ghost: "g", SourceColumns: []int{0}, GhostColumns: []string{"id"}, KeySource: []int{0}, KeyGhost: []string{"id"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewControl()
+	c.init(Options{Database: "d", Table: "t", Alter: "FORCE", Threads: 2, ChunkTime: time.Second, MaxChunkRows: 10, MaxLag: time.Second})
+	c.phase, c.cp, c.ap, c.pump, c.estimate = phase, cp, ap, &pump{}, estimate
+	c.samples = samples
+	return c
+}
+
+// series returns n one-second samples: rows copied and binlog end/applied
+// offsets growing at the given rates per second from the given starts.
+func series(n int, rowsPerSec, endStart, endPerSec, appliedStart, appliedPerSec int64) []sample {
+	t0 := time.Now().Add(-time.Duration(n) * time.Second)
+	var out []sample
+	for i := int64(0); i < int64(n); i++ {
+		out = append(out, sample{at: t0.Add(time.Duration(i) * time.Second), rows: i * rowsPerSec, phase: status.PhaseCopy,
+			endBytes: endStart + i*endPerSec, appliedBytes: appliedStart + i*appliedPerSec})
+	}
+	return out
+}
+
+func TestETA(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		name        string
+		phase       string
+		samples     []sample
+		backlog     string
+		seconds     float64 // -1: no number
+		textHas     string
+		copyPercent float64
+	}{
+		{name: "copy, caught up", phase: status.PhaseCopy, samples: series(6, 1000, 0, 100<<10, 0, 100<<10),
+			backlog: "caught up", seconds: 100, textHas: "copy 1m40s, then checksum"},
+		{name: "copy, draining backlog", phase: status.PhaseCopy, samples: series(6, 1000, 10*mib, 100<<10, 0, 100<<10+mib),
+			// backlog 10 MiB + 5*100KiB - 5*(100KiB+1MiB) = 5 MiB, gaining 1 MiB/s
+			backlog: "draining", seconds: 105, textHas: "copy 1m40s + backlog 5s"},
+		{name: "backlog not draining", phase: status.PhaseCopy, samples: series(6, 1000, 10*mib, 300<<10, 0, 200<<10),
+			backlog: "not draining", seconds: -1, textHas: "backlog not draining"},
+		{name: "no progress yet", phase: status.PhaseCopy, samples: series(1, 0, 0, 0, 0, 0),
+			backlog: "caught up", seconds: -1, textHas: "no copy progress"},
+		{name: "catch-up draining", phase: status.PhaseCatchUp, samples: series(6, 0, 10*mib, 0, 0, mib),
+			backlog: "draining", seconds: 5, textHas: "backlog 5s"},
+		{name: "catch-up, stuck", phase: status.PhaseCatchUp, samples: series(6, 0, 10*mib, mib, 0, mib),
+			backlog: "not draining", seconds: -1, textHas: "backlog not draining"},
+		{name: "checksum", phase: status.PhaseChecksum, samples: series(3, 0, 0, 0, 0, 0),
+			backlog: "caught up", seconds: -1, textHas: "checksum running"},
+		{name: "inspect", phase: status.PhaseInspect, backlog: "caught up", seconds: -1, textHas: "inspecting"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctl := etaControl(t, c.phase, 100_000, c.samples)
+			s := ctl.Status()
+			if s.Apply.Backlog != c.backlog {
+				t.Errorf("backlog %q, want %q (%s of binlog)", s.Apply.Backlog, c.backlog, status.Bytes(s.Apply.BacklogBytes))
+			}
+			switch {
+			case c.seconds < 0 && s.ETA.Seconds != nil:
+				t.Errorf("ETA %.1fs, want none (%s)", *s.ETA.Seconds, s.ETA.Text)
+			case c.seconds >= 0 && s.ETA.Seconds == nil:
+				t.Errorf("no ETA (%s), want %.0fs", s.ETA.Text, c.seconds)
+			case c.seconds >= 0 && (*s.ETA.Seconds < c.seconds-1 || *s.ETA.Seconds > c.seconds+1):
+				t.Errorf("ETA %.1fs, want %.0fs", *s.ETA.Seconds, c.seconds)
+			}
+			if !strings.Contains(s.ETA.Text, c.textHas) {
+				t.Errorf("ETA text %q lacks %q", s.ETA.Text, c.textHas)
+			}
+			line := Line(s)
+			if !strings.Contains(line, "["+c.phase+"]") || !strings.Contains(line, c.backlog) {
+				t.Errorf("progress line: %s", line)
+			}
+		})
+	}
+	// The copy paused: no number, the reason instead.
+	ctl := etaControl(t, status.PhaseCopy, 100_000, series(6, 1000, 0, 0, 0, 0))
+	ctl.paused = true
+	if s := ctl.Status(); s.ETA.Seconds != nil || !strings.Contains(s.ETA.Text, "paused by operator") || !s.Throttle.Throttled {
+		t.Errorf("paused: %+v %+v", s.ETA, s.Throttle)
+	}
+	// History: one point per sample, rates between them.
+	h := etaControl(t, status.PhaseCopy, 100_000, series(4, 1000, 0, 0, 0, 0)).History()
+	if len(h) != 4 || h[3].CopyRate < 999 || h[3].CopyRate > 1001 || h[3].Percent != 3 {
+		t.Errorf("history: %+v", h)
+	}
+}
+
+func TestControlSettings(t *testing.T) {
+	ctl := etaControl(t, status.PhaseCopy, 1000, nil)
+	for _, kv := range [][2]string{{"threads", "3"}, {"chunk-time", "50ms"}, {"max-chunk-rows", "700"}, {"max-lag", "2s"},
+		{"max-load", "Threads_running=30"}, {"critical-load", "Threads_running=90"}} {
+		if err := ctl.Set(kv[0], kv[1]); err != nil {
+			t.Fatalf("%s=%s: %v", kv[0], kv[1], err)
+		}
+	}
+	st := ctl.Status().Settings
+	if st.Threads != 3 || st.ChunkTime != "50ms" || st.MaxChunkRows != 700 || st.MaxLag != "2s" ||
+		st.MaxLoad != "Threads_running=30" || st.CriticalLoad != "Threads_running=90" {
+		t.Fatalf("settings: %+v", st)
+	}
+	threads, chunkTime, minRows, maxRows := ctl.cp.Settings()
+	if threads != 3 || chunkTime != 50*time.Millisecond || minRows != 100 || maxRows != 700 {
+		t.Fatalf("copier settings: %d %s %d %d", threads, chunkTime, minRows, maxRows)
+	}
+	for _, bad := range [][2]string{{"threads", "0"}, {"threads", "65"}, {"chunk-time", "fast"}, {"chunk-time", "0s"},
+		{"max-chunk-rows", "-1"}, {"max-lag", "-1s"}, {"max-load", "Threads_running"}, {"nosuch", "1"}} {
+		if err := ctl.Set(bad[0], bad[1]); err == nil {
+			t.Errorf("%s=%s accepted", bad[0], bad[1])
+		}
+	}
+	if err := ctl.Unpostpone(); err == nil || !strings.Contains(err.Error(), "not postponed") {
+		t.Errorf("unpostpone without a flag file: %v", err)
+	}
+	ctl.phase = status.PhaseDone
+	if err := ctl.Pause(); err == nil {
+		t.Error("pause after the end accepted")
+	}
+}
+
+func TestTerminalBar(t *testing.T) {
+	var b bytes.Buffer
+	term := NewTerminal(&b)
+	term.SetBar("[##..] 50%")
+	term.Write([]byte("log line\n"))
+	term.SetBar("")
+	want := "\r\x1b[K[##..] 50%" + "\r\x1b[Klog line\n[##..] 50%" + "\r\x1b[K"
+	if got := b.String(); got != want {
+		t.Errorf("terminal output %q, want %q", got, want)
+	}
+	s := etaControl(t, status.PhaseCopy, 1000, nil).Status()
+	s.Copy.Percent = 50
+	if bar := Bar(s, 10); !strings.HasPrefix(bar, "[#####.....]  50.0% copy") {
+		t.Errorf("bar %q", bar)
+	}
+}

@@ -1,0 +1,275 @@
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/recast-osc/recast/internal/check"
+	"github.com/recast-osc/recast/internal/checkpoint"
+	"github.com/recast-osc/recast/internal/checksum"
+	"github.com/recast-osc/recast/internal/cutover"
+	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/ddl"
+	"github.com/recast-osc/recast/internal/mdl"
+	"github.com/recast-osc/recast/internal/table"
+)
+
+// Plan is what the migration will do; the dry run prints it.
+type Plan struct {
+	Method      string // "copy", "instant" or "nocopy" (instant.go)
+	Source      *table.Table
+	Ghost       *table.Table
+	Analysis    *ddl.Analysis
+	Pairs       []ddl.ColumnPair
+	KeySource   []string
+	KeyGhost    []string
+	KeyIndex    string
+	Ordered     bool // the key is collation-sensitive: one applier worker
+	GhostName   string
+	OldName     string
+	RowEstimate int64
+
+	// MethodReason says why Method was chosen (instant.go).
+	MethodReason string
+}
+
+// Result is what Run reports.
+type Result struct {
+	Plan        *Plan
+	Executed    bool
+	CopiedRows  int64
+	Applied     int64 // row changes received from the binlog
+	AppliedRows int64 // rows written by the applier after coalescing
+	CutOver     CutOverReport
+	Checksum    checksum.Result
+	Duration    time.Duration
+}
+
+// CutOverReport is the cost of the swap.
+type CutOverReport struct {
+	Attempts  int
+	LockedFor time.Duration // the table was locked this long (successful attempt)
+	Drain     time.Duration // of which: waiting for the applier under lock
+	Queue     time.Duration // of which: waiting for the RENAME to queue
+	OldTable  string
+	// Waited is the time spent waiting for metadata-lock blockers before
+	// requesting the lock; Blockers and Kills are what was seen and done.
+	Waited   time.Duration
+	Blockers []mdl.Blocker
+	Kills    []mdl.Kill
+}
+
+// Run runs the migration described by opts: a dry run (inspect and plan)
+// unless opts.Execute.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	opts.Conn.Schema = opts.Database
+	db, err := dbconn.Open(ctx, opts.Conn)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+
+	m := &migrator{opts: opts, db: db, log: opts.Logger}
+	defer m.release()
+	if opts.Resume && opts.Execute {
+		// A run killed after its swap: the table is already the new one, so
+		// the ALTER cannot be checked against it again; finish the clean-up.
+		if swapped, err := m.killedAfterSwap(ctx); err != nil || swapped {
+			if err != nil {
+				return nil, err
+			}
+			res := &Result{Executed: true}
+			err := m.finishSwapped(ctx, res)
+			res.Duration = time.Since(start)
+			return res, err
+		}
+	}
+	if err := m.inspect(ctx); err != nil {
+		return nil, err
+	}
+	choice, err := m.chooseMethod(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	if !opts.Execute {
+		plan, err := m.planDryMethod(ctx, choice)
+		if err != nil {
+			return nil, err
+		}
+		res.Plan = plan
+		res.Duration = time.Since(start)
+		return res, nil
+	}
+	if err := m.executeMethod(ctx, res, choice); err != nil {
+		return res, err
+	}
+	res.Executed = true
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+type migrator struct {
+	opts   Options
+	db     *sql.DB
+	log    interface{ Info(string, ...any) }
+	source *table.Table
+	an     *ddl.Analysis
+	checks *check.Input // preflight: holds the per-table lock until release
+}
+
+// inspect runs the preflight checks (package check) in their fixed order:
+// the server, the user's privileges, the table, the ALTER, what a copy
+// cannot carry over, other runs (the per-table lock, taken here and held
+// until release), the new definition and the data it would reject. Nothing
+// persistent is created.
+func (m *migrator) inspect(ctx context.Context) error {
+	in := &check.Input{
+		DB: m.db, Conn: m.opts.Conn, Database: m.opts.Database, Table: m.opts.Table, Alter: m.opts.Alter,
+		GhostName: GhostName(m.opts.Table), OldName: OldName(m.opts.Table), SentryName: sentryName(m.opts.Table), SwapName: cutover.SwapName(m.opts.Table),
+		CheckpointName: checkpoint.TableName(m.opts.Table), Resume: m.opts.Resume,
+		DropOld: m.opts.DropOldTable, Logger: m.opts.Logger,
+	}
+	if m.opts.Method == MethodInstant {
+		in.Scope = check.Common // what only the copy needs does not matter
+	}
+	m.checks = in
+	if err := check.Run(ctx, in); err != nil {
+		return err
+	}
+	m.source, m.an = in.Source, in.Analysis
+	return nil
+}
+
+// release releases what inspect holds: the per-table lock.
+func (m *migrator) release() {
+	if m.checks != nil {
+		m.checks.Release()
+	}
+}
+
+// planDry builds the plan on a temporary copy of the table: the ALTER is
+// checked by the server itself, and nothing persistent is created.
+func (m *migrator) planDry(ctx context.Context) (*Plan, error) {
+	conn, err := m.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ghost := GhostName(m.opts.Table)
+	q := table.QuoteIdent(m.opts.Database) + "." + table.QuoteIdent(ghost)
+	if _, err := conn.ExecContext(ctx, dbconn.Tag+"CREATE TEMPORARY TABLE "+q+" LIKE "+m.source.QuotedName()); err != nil {
+		return nil, fmt.Errorf("dry run: copy the table definition: %w", err)
+	}
+	defer func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "DROP TEMPORARY TABLE IF EXISTS "+q)
+	}()
+	if _, err := conn.ExecContext(ctx, dbconn.Tag+"ALTER TABLE "+q+" "+m.an.GhostStatement); err != nil {
+		return nil, fmt.Errorf("the server rejects the ALTER: %w", err)
+	}
+	gt, err := table.LoadTemporary(ctx, conn, m.opts.Database, ghost)
+	if err != nil {
+		return nil, err
+	}
+	return m.plan(gt)
+}
+
+// plan maps the columns and picks the key, given the ghost's definition.
+func (m *migrator) plan(ghost *table.Table) (*Plan, error) {
+	pairs, err := ddl.Map(m.source, ghost, m.an)
+	if err != nil {
+		return nil, err
+	}
+	ks, kg, err := ddl.SharedKey(m.source, ghost, pairs)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{
+		Method: "copy", Source: m.source, Ghost: ghost, Analysis: m.an, Pairs: pairs,
+		KeySource: ks, KeyGhost: kg, GhostName: GhostName(m.opts.Table), OldName: OldName(m.opts.Table),
+		RowEstimate: m.source.RowEstimate,
+	}
+	for _, ix := range m.source.IdentifyingKeys() {
+		if sameColumns(ix.Columns, ks) {
+			p.KeyIndex = ix.Name
+			break
+		}
+	}
+	if p.KeyIndex == "" {
+		return nil, fmt.Errorf("internal: no index holds the key (%s)", strings.Join(ks, ", "))
+	}
+	for _, k := range ks {
+		if m.source.Columns[m.source.ColumnIndex(k)].CollationSensitive() {
+			p.Ordered = true
+		}
+	}
+	return p, nil
+}
+
+func sameColumns(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !strings.EqualFold(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Describe renders the plan for the dry run.
+func (p *Plan) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "table:        %s (~%d rows, engine %s)\n", p.Source.QuotedName(), p.RowEstimate, p.Source.Engine)
+	fmt.Fprintf(&b, "alter:        %s\n", p.Analysis.GhostStatement)
+	b.WriteString(p.describeMethod())
+	if p.Method != "copy" {
+		return b.String()
+	}
+	fmt.Fprintf(&b, "chunk key:    %s (index %s)\n", strings.Join(p.KeySource, ", "), p.KeyIndex)
+	if p.Ordered {
+		b.WriteString("apply:        one worker, coalescing (the key has collation-sensitive text columns)\n")
+	} else {
+		b.WriteString("apply:        parallel by key, coalescing repeated changes\n")
+	}
+	b.WriteString("columns:\n")
+	mapped := map[string]bool{}
+	for _, pr := range p.Pairs {
+		mapped[strings.ToLower(pr.Source)] = true
+		if strings.EqualFold(pr.Source, pr.Ghost) {
+			fmt.Fprintf(&b, "  %-24s copied\n", pr.Source)
+		} else {
+			fmt.Fprintf(&b, "  %-24s -> %s (renamed)\n", pr.Source, pr.Ghost)
+		}
+	}
+	for _, c := range p.Source.Columns {
+		if !mapped[strings.ToLower(c.Name)] {
+			reason := "dropped"
+			if c.Generated {
+				reason = "generated, recomputed"
+			}
+			fmt.Fprintf(&b, "  %-24s %s\n", c.Name, reason)
+		}
+	}
+	for _, c := range p.Ghost.Columns {
+		found := false
+		for _, pr := range p.Pairs {
+			if strings.EqualFold(pr.Ghost, c.Name) {
+				found = true
+			}
+		}
+		if !found {
+			fmt.Fprintf(&b, "  %-24s new (default value)\n", c.Name)
+		}
+	}
+	fmt.Fprintf(&b, "afterwards:   old table kept as %s\n", p.OldName)
+	return b.String()
+}

@@ -1,0 +1,152 @@
+package migration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/recast-osc/recast/internal/status"
+)
+
+// progress writes a status line every interval: copy %, copy rate, apply
+// rate vs incoming rate, backlog, replica lag, throttle reason, and an ETA
+// that says so when the backlog is not draining instead of inventing a
+// time. When Options.Progress is a Terminal it also keeps a progress bar on
+// the terminal's last line, redrawn every second.
+type progress struct {
+	o   Options
+	ctl *Control
+}
+
+func newProgress(o Options, ctl *Control) *progress {
+	return &progress{o: o, ctl: ctl}
+}
+
+func (p *progress) run(ctx context.Context) {
+	term, _ := p.o.Progress.(*Terminal)
+	if p.o.ProgressInterval <= 0 && term == nil {
+		return
+	}
+	var lines, bars <-chan time.Time
+	if p.o.ProgressInterval > 0 {
+		t := time.NewTicker(p.o.ProgressInterval)
+		defer t.Stop()
+		lines = t.C
+	}
+	if term != nil {
+		defer term.SetBar("")
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		bars = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-lines:
+			fmt.Fprintln(p.o.Progress, Line(p.ctl.Status()))
+		case <-bars:
+			term.SetBar(Bar(p.ctl.Status(), 28))
+		}
+	}
+}
+
+// Line renders the progress line.
+func Line(s status.Snapshot) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "recast: %s [%s]", status.Seconds(float64(int64(s.ElapsedSeconds))), s.Phase)
+	c, a := s.Copy, s.Apply
+	if c.Done {
+		fmt.Fprintf(&b, " copy done (%d rows)", c.RowsCopied)
+	} else {
+		fmt.Fprintf(&b, " copy %.1f%% (%d/~%d rows, chunk %d), %.0f rows/s", c.Percent, c.RowsCopied, c.RowsEstimated, c.ChunkSize, c.RowsPerSecond)
+	}
+	fmt.Fprintf(&b, " | apply %.0f ev/s vs in %.0f ev/s, backlog %d ev (%s, %s)",
+		a.AppliedPerSecond, a.IncomingPerSecond, a.BacklogEvents, status.Bytes(a.BacklogBytes), a.Backlog)
+	if len(s.Replicas) > 0 {
+		var lags []string
+		for _, r := range s.Replicas {
+			if r.LagSeconds == nil {
+				lags = append(lags, r.Name+" ?")
+			} else {
+				lags = append(lags, r.Name+" "+status.Seconds(*r.LagSeconds))
+			}
+		}
+		fmt.Fprintf(&b, " | lag %s", strings.Join(lags, ", "))
+	}
+	if s.Throttle.Throttled {
+		fmt.Fprintf(&b, " | throttled: %s", s.Throttle.Reason)
+	}
+	if s.ETA.Seconds != nil && s.ETA.Text != "done" {
+		fmt.Fprintf(&b, " | ETA %s (%s)", status.Seconds(*s.ETA.Seconds), s.ETA.Text)
+	} else {
+		fmt.Fprintf(&b, " | ETA: %s", s.ETA.Text)
+	}
+	return b.String()
+}
+
+// Bar renders a one-line progress bar of the given width.
+func Bar(s status.Snapshot, width int) string {
+	filled := int(s.Copy.Percent / 100 * float64(width))
+	filled = min(max(filled, 0), width)
+	eta := s.ETA.Text
+	if s.ETA.Seconds != nil {
+		eta = status.Seconds(*s.ETA.Seconds)
+	}
+	state := fmt.Sprintf("%.0f rows/s", s.Copy.RowsPerSecond)
+	if s.Throttle.Throttled {
+		state = "throttled: " + s.Throttle.Reason
+	}
+	line := fmt.Sprintf("[%s%s] %5.1f%% %s | backlog %d | %s | ETA %s",
+		strings.Repeat("#", filled), strings.Repeat(".", width-filled), s.Copy.Percent, s.Phase, s.Apply.BacklogEvents, state, eta)
+	if len(line) > 160 {
+		line = line[:157] + "..."
+	}
+	return line
+}
+
+// Terminal writes to a terminal: what is written (log and progress lines)
+// goes above a progress bar kept on the last line.
+type Terminal struct {
+	mu  sync.Mutex
+	w   io.Writer
+	bar string
+}
+
+// NewTerminal returns a Terminal writing to w.
+func NewTerminal(w io.Writer) *Terminal { return &Terminal{w: w} }
+
+// IsTerminal reports whether f is a terminal (a character device).
+func IsTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// Write writes p above the bar.
+func (t *Terminal) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.bar != "" {
+		io.WriteString(t.w, "\r\x1b[K")
+	}
+	n, err := t.w.Write(p)
+	if t.bar != "" {
+		io.WriteString(t.w, t.bar)
+	}
+	return n, err
+}
+
+// SetBar replaces the bar ("" removes it).
+func (t *Terminal) SetBar(bar string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if bar == t.bar {
+		return
+	}
+	io.WriteString(t.w, "\r\x1b[K"+bar)
+	t.bar = bar
+}

@@ -1,0 +1,192 @@
+package migration
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/recast-osc/recast/internal/apply"
+	"github.com/recast-osc/recast/internal/binlog"
+)
+
+// pump moves stream events into the applier and flushes it.
+type pump struct {
+	stream *binlog.Stream
+	ap     *apply.Applier
+
+	mu      sync.Mutex
+	frozen  bool             // the reader takes no new event...
+	upTo    *binlog.Position // ...except those at or before upTo
+	taken   binlog.Position  // position of the last event the reader took
+	armed   bool
+	held    []binlog.Event // row events seen while armed
+	swapped chan struct{}
+	lost    atomic.Int64
+
+	// delay, if set, is an extra wait between windows (the replicas cannot
+	// keep up: control.go); applied counts the row changes applied.
+	delay   func() time.Duration
+	applied atomic.Int64
+}
+
+func (p *pump) arm() {
+	p.mu.Lock()
+	p.armed = true
+	p.mu.Unlock()
+}
+
+// disarm: the RENAME failed, T is still the original; rows held meanwhile
+// are ordinary changes to apply.
+func (p *pump) disarm() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.armed = false
+	for _, ev := range p.held {
+		p.ap.Add(ev)
+	}
+	p.held = nil
+}
+
+const maxPending = 40000
+
+// align implements checksum.Config.Align: freeze the reader, open the source
+// snapshot at P, let the applier reach exactly P, open the ghost snapshot,
+// unfreeze. The binlog can deliver a transaction before it is visible to a
+// snapshot, so the reader may already have taken events beyond P: then the
+// source snapshot is taken again, a moment later.
+func (p *pump) align(ctx context.Context, openSource func() (binlog.Position, error), openGhost func() error) error {
+	defer func() {
+		p.mu.Lock()
+		p.frozen, p.upTo = false, nil
+		p.mu.Unlock()
+	}()
+	var pos binlog.Position
+	for attempt := 0; ; attempt++ {
+		p.mu.Lock()
+		p.frozen, p.upTo = true, nil
+		p.mu.Unlock()
+		var err error
+		if pos, err = openSource(); err != nil {
+			return err
+		}
+		p.mu.Lock()
+		ahead := p.taken.Compare(pos) > 0
+		if !ahead {
+			p.upTo = &pos
+		} else {
+			p.frozen = false
+		}
+		p.mu.Unlock()
+		if !ahead {
+			break
+		}
+		if attempt == 50 {
+			return fmt.Errorf("the stream stays ahead of the source snapshot (%s > %s)", p.taken, pos)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := p.ap.WaitApplied(wctx, pos); err != nil {
+		return fmt.Errorf("the applier did not reach %s: %w", pos, err)
+	}
+	if got := p.ap.Applied(); got.Compare(pos) != 0 {
+		return fmt.Errorf("internal: the applier is at %s, not at the snapshot's %s", got, pos)
+	}
+	return openGhost()
+}
+
+// gate blocks while the reader is frozen and ev lies beyond what it may take.
+func (p *pump) gate(ctx context.Context, pos binlog.Position) error {
+	for {
+		p.mu.Lock()
+		ok := !p.frozen || (p.upTo != nil && pos.Compare(*p.upTo) <= 0)
+		if ok {
+			p.taken = pos // under the same lock as the check: align relies on it
+			p.mu.Unlock()
+			return nil
+		}
+		p.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+func (p *pump) read(ctx context.Context) error {
+	for {
+		ev, err := p.stream.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("binlog stream: %w", err)
+		}
+		if err := p.gate(ctx, ev.Pos); err != nil {
+			return nil
+		}
+		p.mu.Lock()
+		armed := p.armed
+		switch {
+		case ev.DDL != "" && armed:
+			p.lost.Store(int64(countRows(p.held)))
+			p.mu.Unlock()
+			close(p.swapped)
+			return errSwapped
+		case ev.DDL != "":
+			p.mu.Unlock()
+			return fmt.Errorf("the table's definition changed during the migration (%q at %s): aborting; the original table is untouched", ev.DDL, ev.Pos)
+		case armed && len(ev.Rows) > 0:
+			p.held = append(p.held, ev)
+			p.mu.Unlock()
+			continue
+		}
+		p.mu.Unlock()
+		p.ap.Add(ev)
+		for p.ap.Pending() >= maxPending { // backpressure: the stream waits for the applier
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+}
+
+func (p *pump) flush(ctx context.Context) error {
+	for {
+		received := p.ap.Stats().Changes // all in this window or earlier ones
+		if err := p.ap.Flush(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		p.applied.Store(received)
+		wait := 5 * time.Millisecond
+		if p.delay != nil {
+			wait += p.delay()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+func countRows(evs []binlog.Event) int {
+	n := 0
+	for _, e := range evs {
+		n += len(e.Rows)
+	}
+	return n
+}

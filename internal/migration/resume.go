@@ -1,0 +1,164 @@
+package migration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/recast-osc/recast/internal/binlog"
+	"github.com/recast-osc/recast/internal/checkpoint"
+	"github.com/recast-osc/recast/internal/cutover"
+	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/table"
+)
+
+// prepareGhost creates the ghost and the checkpoint table and records the
+// stream's start position, or, with --resume, loads them as a killed run
+// left them.
+func (m *migrator) prepareGhost(ctx context.Context) (*Plan, checkpoint.State, error) {
+	o := m.opts
+	if o.Resume {
+		return m.resumeGhost(ctx)
+	}
+	ghostQ := table.QuoteIdent(o.Database) + "." + table.QuoteIdent(GhostName(o.Table))
+	for _, s := range []string{
+		"CREATE TABLE " + ghostQ + " LIKE " + m.source.QuotedName(),
+		"ALTER TABLE " + ghostQ + " " + m.an.GhostStatement,
+	} {
+		if _, err := m.db.ExecContext(ctx, dbconn.Tag+s); err != nil {
+			return nil, checkpoint.State{}, fmt.Errorf("create the ghost table: %s: %w", s, err)
+		}
+	}
+	gt, err := table.Load(ctx, m.db, o.Database, GhostName(o.Table))
+	if err != nil {
+		return nil, checkpoint.State{}, err
+	}
+	plan, err := m.plan(gt)
+	if err != nil {
+		return nil, checkpoint.State{}, err
+	}
+	pos, err := binlog.CurrentPosition(ctx, m.db)
+	if err != nil {
+		return nil, checkpoint.State{}, err
+	}
+	st := checkpoint.State{Alter: o.Alter, Key: plan.KeySource, File: pos.File, Offset: pos.Offset}
+	if err := checkpoint.Create(ctx, m.db, o.Database, o.Table); err != nil {
+		return nil, st, err
+	}
+	return plan, st, checkpoint.Write(ctx, m.db, o.Database, o.Table, st)
+}
+
+// resumeGhost loads the checkpoint and the ghost of an interrupted run.
+func (m *migrator) resumeGhost(ctx context.Context) (*Plan, checkpoint.State, error) {
+	o := m.opts
+	if err := m.restoreSwapName(ctx); err != nil {
+		return nil, checkpoint.State{}, err
+	}
+	st, err := checkpoint.Read(ctx, m.db, o.Database, o.Table)
+	if errors.Is(err, checkpoint.ErrNone) {
+		return nil, st, fmt.Errorf("--resume: there is no checkpoint (%s) to resume from: run without --resume (after recast cleanup if helper tables remain)", checkpoint.TableName(o.Table))
+	}
+	if err != nil {
+		return nil, st, err
+	}
+	if strings.TrimSpace(st.Alter) != strings.TrimSpace(o.Alter) {
+		return nil, st, fmt.Errorf("--resume: the checkpoint is for --alter %q, not %q: pass the same ALTER, or run recast cleanup and start over", st.Alter, o.Alter)
+	}
+	gt, err := table.Load(ctx, m.db, o.Database, GhostName(o.Table))
+	if errors.Is(err, table.ErrNotFound) {
+		return nil, st, fmt.Errorf("--resume: the ghost table %s is gone: run recast cleanup and start over", GhostName(o.Table))
+	}
+	if err != nil {
+		return nil, st, err
+	}
+	plan, err := m.plan(gt)
+	if err != nil {
+		return nil, st, err
+	}
+	if !slices.EqualFunc(plan.KeySource, st.Key, strings.EqualFold) {
+		return nil, st, fmt.Errorf("--resume: the checkpoint's key (%s) is not the key recast picks now (%s): run recast cleanup and start over",
+			strings.Join(st.Key, ","), strings.Join(plan.KeySource, ","))
+	}
+	m.opts.Logger.Info("resuming", "from", st.Pos().String(), "copy_done", st.CopyDone, "rows_copied_before", st.CopiedRows)
+	return plan, st, nil
+}
+
+// checkpointLoop writes a checkpoint every interval until ctx ends.
+func checkpointLoop(ctx context.Context, every time.Duration, save func(context.Context) error, o Options) error {
+	if every <= 0 {
+		return nil
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := save(ctx); err != nil && ctx.Err() == nil {
+				o.Logger.Warn("checkpoint failed; will retry", "err", err)
+			}
+		}
+	}
+}
+
+// killedAfterSwap reports whether a killed run completed the swap: its
+// checkpoint is there, the ghost is gone and the old table sits under the
+// sentry's name (killed before renaming it) or under the old table's name.
+func (m *migrator) killedAfterSwap(ctx context.Context) (bool, error) {
+	o := m.opts
+	exists := func(name string) (bool, string, error) { return table.Exists(ctx, m.db, o.Database, name) }
+	chk, _, err := exists(checkpoint.TableName(o.Table))
+	if err != nil || !chk {
+		return false, err
+	}
+	ghost, _, err := exists(GhostName(o.Table))
+	if err != nil || ghost {
+		return false, err
+	}
+	sentry, comment, err := exists(sentryName(o.Table))
+	if err != nil || sentry {
+		return sentry && comment != cutover.SentryComment, err
+	}
+	old, _, err := exists(OldName(o.Table))
+	return old, err
+}
+
+// finishSwapped completes the clean-up of a run killed after its swap.
+func (m *migrator) finishSwapped(ctx context.Context, res *Result) error {
+	o := m.opts
+	q := func(n string) string { return table.QuoteIdent(o.Database) + "." + table.QuoteIdent(n) }
+	done, err := Cleanup(ctx, o.Conn, o.Database, o.Table)
+	for _, d := range done {
+		o.Logger.Info("resume: the killed run had swapped the tables; finishing its clean-up", "done", d)
+	}
+	if err != nil {
+		return err
+	}
+	res.CutOver.OldTable = OldName(o.Table)
+	if o.DropOldTable {
+		if _, err := m.db.ExecContext(ctx, dbconn.Tag+"DROP TABLE IF EXISTS "+q(OldName(o.Table))); err != nil {
+			return err
+		}
+		res.CutOver.OldTable = ""
+	}
+	return nil
+}
+
+// restoreSwapName gives the ghost its name back when a run was killed in the
+// middle of a cut-over attempt, after renaming it for the swap.
+func (m *migrator) restoreSwapName(ctx context.Context) error {
+	o := m.opts
+	q := func(n string) string { return table.QuoteIdent(o.Database) + "." + table.QuoteIdent(n) }
+	if ok, _, err := table.Exists(ctx, m.db, o.Database, cutover.SwapName(o.Table)); err != nil || !ok {
+		return err
+	}
+	if _, err := m.db.ExecContext(ctx, dbconn.Tag+"RENAME TABLE "+q(cutover.SwapName(o.Table))+" TO "+q(GhostName(o.Table))); err != nil {
+		return fmt.Errorf("--resume: give the ghost its name back (%s to %s): %w", cutover.SwapName(o.Table), GhostName(o.Table), err)
+	}
+	o.Logger.Info("resume: the ghost was renamed for an interrupted swap; renamed it back", "table", GhostName(o.Table))
+	return nil
+}

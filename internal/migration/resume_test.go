@@ -1,0 +1,212 @@
+package migration
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/recast-osc/recast/internal/testutil"
+	"github.com/recast-osc/recast/internal/workload"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// recastBinary builds cmd/recast with the faultinject tag (RECAST_PAUSE_AT).
+func recastBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "recast-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "recast")
+		out, err := exec.Command("go", "build", "-tags", "faultinject", "-o", binPath, "github.com/recast-osc/recast/cmd/recast").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// killable runs `recast migrate` as a child process.
+type killable struct {
+	cmd    *exec.Cmd
+	paused chan string
+	done   chan error
+	stderr strings.Builder
+	mu     sync.Mutex
+}
+
+func startRecast(t *testing.T, o Options, pauseAt string, extra ...string) *killable {
+	t.Helper()
+	args := []string{"migrate", "--host", o.Conn.Host, "--port", strconv.Itoa(o.Conn.Port), "--user", o.Conn.User,
+		"--password", o.Conn.Password, "--database", o.Database, "--table", o.Table, "--alter", o.Alter, "--execute",
+		"--progress-interval", "0", "--checkpoint-interval", "100ms", "--cut-over-lock-timeout", "2s", "--method", "copy", "--max-lag", "0"}
+	cmd := exec.Command(recastBinary(t), append(args, extra...)...)
+	cmd.Env = append(os.Environ(), "RECAST_PAUSE_AT="+pauseAt)
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &killable{cmd: cmd, paused: make(chan string, 1), done: make(chan error, 1)}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			line := sc.Text()
+			k.mu.Lock()
+			k.stderr.WriteString(line + "\n")
+			k.mu.Unlock()
+			if p, ok := strings.CutPrefix(line, "PAUSED "); ok {
+				k.paused <- p
+			}
+		}
+		k.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return k
+}
+
+func (k *killable) kill(t *testing.T) {
+	t.Helper()
+	if err := k.cmd.Process.Kill(); err != nil { // SIGKILL
+		t.Fatal(err)
+	}
+	<-k.done
+}
+
+func (k *killable) output() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.stderr.String()
+}
+
+// resumeCase kills a running migration at one moment, then resumes it.
+type resumeCase struct {
+	name     string
+	fraction float64 // kill when the ghost holds this share of the rows...
+	pauseAt  string  // ...or at this pause point
+	rows     int
+}
+
+// TestResumeAfterKill: a migration killed with SIGKILL at 30% and 80% of the
+// copy and during the catch-up, under concurrent writes, resumes with
+// --resume without starting the copy over, and ends with the exact content.
+func TestResumeAfterKill(t *testing.T) {
+	for _, c := range []resumeCase{
+		{name: "copy-30pct", fraction: 0.3, rows: 20000},
+		{name: "copy-80pct", fraction: 0.8, rows: 20000},
+		{name: "catch-up", pauseAt: "caught-up", rows: 5000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			runKillResume(t, c)
+		})
+	}
+}
+
+// TestKillDuringCutOver: SIGKILL at each step of the cut-over leaves either
+// the original table in place or the new one swapped in complete; the
+// application never sees the table missing, and --resume finishes the job.
+func TestKillDuringCutOver(t *testing.T) {
+	for _, p := range []string{"cutover:before-lock", "cutover:locked", "cutover:drained", "cutover:rename-waiting", "cutover:sentry-dropped"} {
+		t.Run(strings.ReplaceAll(p, ":", "-"), func(t *testing.T) {
+			t.Parallel()
+			runKillResume(t, resumeCase{pauseAt: p, rows: 3000})
+		})
+	}
+}
+
+func runKillResume(t *testing.T, c resumeCase) {
+	ctx := ctxFor(t, 4*time.Minute)
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	rows := c.rows
+	cfg := workload.Config{Schema: schema, Table: "wl", Writers: 4, Rows: rows, Seed: 42, OpsPerSec: 400}
+	if err := workload.CreateTable(ctx, db, cfg); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := workload.Prepare(ctx, db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := workload.Start(ctx, db, cfg, sh)
+	stopped := false
+	defer func() {
+		if !stopped {
+			load.Stop()
+		}
+	}()
+
+	o := testOptions(t, schema, "wl", "ADD COLUMN note INT NULL")
+	k := startRecast(t, o, c.pauseAt, "--max-chunk-rows", "100", "--threads", "1", "--chunk-time", "20ms")
+	if c.pauseAt != "" {
+		select {
+		case <-k.paused:
+		case err := <-k.done:
+			t.Fatalf("recast ended before pausing at %s: %v\n%s", c.pauseAt, err, k.output())
+		case <-ctx.Done():
+			t.Fatalf("recast did not reach %s\n%s", c.pauseAt, k.output())
+		}
+	} else {
+		for {
+			var n int
+			err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM _wl_new").Scan(&n)
+			if err == nil && float64(n) >= c.fraction*float64(rows) {
+				break
+			}
+			select {
+			case err := <-k.done:
+				t.Fatalf("recast ended before the kill: %v\n%s", err, k.output())
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	k.kill(t)
+	time.Sleep(300 * time.Millisecond) // the application goes on meanwhile
+
+	o.Resume = true
+	res, err := Run(ctx, o)
+	if err != nil {
+		t.Fatalf("resume: %v\nkilled run's log:\n%s", err, k.output())
+	}
+	if c.fraction > 0 && res.CopiedRows >= int64(rows) {
+		t.Errorf("the resumed run copied %d rows of %d: it started over", res.CopiedRows, rows)
+	}
+	time.Sleep(200 * time.Millisecond)
+	st := load.Stop()
+	stopped = true
+	t.Logf("resumed: %d rows copied, %d changes applied, checksum %+v; load %s", res.CopiedRows, res.Applied, res.Checksum, st)
+	if st.NoSuchTable != 0 || st.OtherErrors != 0 {
+		t.Errorf("application errors: %s", st)
+	}
+	diff, err := workload.Verify(ctx, db, schema, "wl", sh, workload.VerifyOptions{MaxExamples: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !diff.OK() {
+		t.Fatalf("after kill and resume the table differs: %s", diff)
+	}
+	if got := tableNames(t, db, schema); strings.Join(got, ",") != "_wl_old,wl" {
+		t.Errorf("tables left: %v", got)
+	}
+}

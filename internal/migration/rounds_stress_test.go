@@ -1,0 +1,5 @@
+//go:build stress
+
+package migration
+
+const cutOverRounds = 100

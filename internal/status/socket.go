@@ -1,0 +1,197 @@
+package status
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// SocketHelp lists the commands the unix socket accepts: gh-ost's words,
+// and recast's settings by their own names.
+const SocketHelp = `# recast accepts gh-ost's interactive commands, one per line:
+status, sup          # status (sup: one line)
+throttle             # pause the row copy (same as POST /pause)
+no-throttle          # end the pause (POST /resume)
+chunk-size=N         # cap chunks at N rows (recast sizes chunks by --chunk-time; this sets --max-chunk-rows)
+max-lag-millis=N     # --max-lag in milliseconds
+max-load=VAR=N[,..]  # --max-load
+critical-load=...    # --critical-load
+unpostpone           # cut over now instead of waiting for the postpone flag file (POST /cutover)
+panic                # abort the migration (POST /abort)
+threads=N, chunk-time=D, max-chunk-rows=N, max-lag=D   # recast's own names (POST /set)
+KEY=?                # print the current value of a setting
+help                 # this text
+`
+
+// SocketServer serves gh-ost's interactive commands on a unix socket.
+type SocketServer struct {
+	ln   net.Listener
+	path string
+	c    Controller
+	log  *slog.Logger
+	wg   sync.WaitGroup
+}
+
+// ListenSocket serves c on the unix socket path (a stale socket file is
+// replaced; another file there is an error).
+func ListenSocket(path string, c Controller, log *slog.Logger) (*SocketServer, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("--serve-socket-file %s: exists and is not a socket", path)
+		}
+		if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			conn.Close()
+			return nil, fmt.Errorf("--serve-socket-file %s: another process serves it", path)
+		}
+		os.Remove(path)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("--serve-socket-file %s: %w", path, err)
+	}
+	s := &SocketServer{ln: ln, path: path, c: c, log: log}
+	s.wg.Add(1)
+	go s.serve()
+	return s, nil
+}
+
+func (s *SocketServer) serve() {
+	defer s.wg.Done()
+	for {
+		conn, err := s.ln.Accept()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				s.log.Warn("socket: accept failed", "err", err)
+			}
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(30 * time.Second))
+			sc := bufio.NewScanner(conn)
+			for sc.Scan() {
+				line := strings.TrimSpace(sc.Text())
+				if line == "" {
+					continue
+				}
+				out := s.Command(line)
+				s.log.Info("socket command", "command", line)
+				io.WriteString(conn, out)
+			}
+		}()
+	}
+}
+
+// Close stops serving and removes the socket file.
+func (s *SocketServer) Close() error {
+	err := s.ln.Close()
+	s.wg.Wait()
+	os.Remove(s.path)
+	return err
+}
+
+// Command runs one command line and returns the answer (newline-ended).
+func (s *SocketServer) Command(line string) string { return Command(s.c, line) }
+
+// Command runs one gh-ost-style command against c.
+func Command(c Controller, line string) string {
+	cmd, arg, hasArg := strings.Cut(strings.TrimSpace(line), "=")
+	cmd = strings.ToLower(strings.TrimSpace(cmd))
+	arg = strings.TrimSpace(arg)
+	fail := func(err error) string { return "ERROR: " + oneLine(err.Error()) + "\n" }
+	ok := func(msg string) string { return msg + "\n" }
+	if hasArg && arg == "?" {
+		v, err := current(c.Status().Settings, cmd)
+		if err != nil {
+			return fail(err)
+		}
+		return ok(v)
+	}
+	switch {
+	case cmd == "help":
+		return SocketHelp
+	case cmd == "status" && !hasArg:
+		return c.Status().Text()
+	case cmd == "sup" && !hasArg:
+		s := c.Status()
+		line := fmt.Sprintf("phase %s; copy %.1f%% (%d/~%d rows); backlog %d events; ETA %s", s.Phase, s.Copy.Percent, s.Copy.RowsCopied, s.Copy.RowsEstimated, s.Apply.BacklogEvents, s.ETA.Text)
+		if s.Throttle.Throttled {
+			line += "; throttled: " + s.Throttle.Reason
+		}
+		return ok(line)
+	case (cmd == "throttle" || cmd == "pause") && !hasArg:
+		if err := c.Pause(); err != nil {
+			return fail(err)
+		}
+		return ok("throttled (paused by operator)")
+	case (cmd == "no-throttle" || cmd == "resume") && !hasArg:
+		if err := c.Resume(); err != nil {
+			return fail(err)
+		}
+		return ok("no longer paused by operator")
+	case (cmd == "unpostpone" || cmd == "cutover" || cmd == "cut-over") && !hasArg:
+		if err := c.Unpostpone(); err != nil {
+			return fail(err)
+		}
+		return ok("cut-over no longer postponed")
+	case (cmd == "panic" || cmd == "abort") && !hasArg:
+		if err := c.Abort("panic command on the socket"); err != nil {
+			return fail(err)
+		}
+		return ok("aborting")
+	case hasArg:
+		key, val := cmd, arg
+		switch cmd {
+		case "chunk-size":
+			key = "max-chunk-rows"
+		case "max-lag-millis":
+			n, err := strconv.ParseInt(arg, 10, 64)
+			if err != nil || n < 0 {
+				return fail(fmt.Errorf("max-lag-millis=%s: want a number of milliseconds", arg))
+			}
+			key, val = "max-lag", (time.Duration(n) * time.Millisecond).String()
+		}
+		if err := c.Set(key, val); err != nil {
+			return fail(err)
+		}
+		return ok(cmd + "=" + arg + " set")
+	}
+	return fail(fmt.Errorf("unknown command %q (try help)", line))
+}
+
+// current is a setting's value in gh-ost's terms.
+func current(st Settings, key string) (string, error) {
+	switch key {
+	case "chunk-size", "max-chunk-rows":
+		return strconv.Itoa(st.MaxChunkRows), nil
+	case "max-lag-millis":
+		d, _ := time.ParseDuration(st.MaxLag)
+		return strconv.FormatInt(d.Milliseconds(), 10), nil
+	case "max-lag":
+		return st.MaxLag, nil
+	case "max-load":
+		return st.MaxLoad, nil
+	case "critical-load":
+		return st.CriticalLoad, nil
+	case "threads":
+		return strconv.Itoa(st.Threads), nil
+	case "chunk-time":
+		return st.ChunkTime, nil
+	}
+	return "", fmt.Errorf("unknown setting %q", key)
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

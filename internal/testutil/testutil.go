@@ -1,0 +1,508 @@
+// Package testutil gives a package's tests one shared throwaway MariaDB
+// sandbox (primary plus replicas), started from TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(testutil.Main(m, 1)) }
+//
+// Each test binary gets its own sandbox in a fresh temp dir on free ports, so
+// packages may run in parallel. Tests isolate themselves with NewSchema.
+//
+// Environment:
+//
+//	RECAST_TEST_KEEP=1  keep the sandbox after the run and print its dir
+//	                    (stop it with `recast sandbox down --dir DIR`)
+//	RECAST_TEST_LOG=1   log the sandbox's progress to stderr
+//
+// Sandboxes of test binaries that died without cleaning up (e.g. killed by
+// go test's -timeout) are stopped and removed by the next Main.
+package testutil
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/recast-osc/recast/internal/sandbox"
+)
+
+const (
+	dirPrefix  = "recast-test-"
+	ownerFile  = "owner.pid"
+	keepFile   = "keep"
+	sandboxSub = "sb"
+
+	waitReplicaTimeout = 60 * time.Second
+)
+
+var (
+	current   *sandbox.Sandbox
+	primaryDB *sql.DB   // admin connection to the primary, no schema
+	replicaDB []*sql.DB // admin connections to the replicas
+	schemaSeq atomic.Int64
+)
+
+// Main starts a Fast sandbox with the given number of replicas, runs the
+// tests, stops the sandbox and removes its dir. It returns the exit code for
+// os.Exit.
+func Main(m *testing.M, replicas int) int {
+	level := slog.LevelWarn
+	if os.Getenv("RECAST_TEST_LOG") == "1" {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	keep := os.Getenv("RECAST_TEST_KEEP") == "1"
+
+	reapStale(log)
+
+	root, err := os.MkdirTemp("", dirPrefix+"*")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testutil: %v\n", err)
+		return 1
+	}
+	if err := os.WriteFile(filepath.Join(root, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		fmt.Fprintf(os.Stderr, "testutil: %v\n", err)
+		os.RemoveAll(root)
+		return 1
+	}
+	dir := filepath.Join(root, sandboxSub)
+
+	var stopOnce sync.Once
+	stop := func() {
+		stopOnce.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := sandbox.Down(ctx, dir); err != nil {
+				fmt.Fprintf(os.Stderr, "testutil: stop sandbox: %v\n", err)
+				return
+			}
+			os.RemoveAll(root)
+		})
+	}
+	// Interrupted runs (Ctrl-C reaches the test binary; the servers are in
+	// their own process groups) still clean up.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		if sig, ok := <-sigs; ok {
+			fmt.Fprintf(os.Stderr, "testutil: %v: stopping sandbox\n", sig)
+			if !keep {
+				stop()
+			}
+			os.Exit(1)
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	sb, err := startSandbox(ctx, dir, replicas, log)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testutil: start sandbox: %v\n", err)
+		stop()
+		return 1
+	}
+	if err := openAdmin(sb); err != nil {
+		fmt.Fprintf(os.Stderr, "testutil: %v\n", err)
+		closeAdmin()
+		stop()
+		return 1
+	}
+	current = sb
+
+	code := m.Run()
+
+	closeAdmin()
+	if keep {
+		os.WriteFile(filepath.Join(root, keepFile), nil, 0o644)
+		fmt.Fprintf(os.Stderr, "testutil: RECAST_TEST_KEEP=1: keeping sandbox in %s (primary %s, user %s/%s); stop it with: recast sandbox down --dir %s\n",
+			dir, sb.Primary.Addr(), sb.User, sb.Password, dir)
+		return code
+	}
+	stop()
+	return code
+}
+
+// startSandbox runs sandbox.Up on free ports, retrying when another process
+// grabs a port in between.
+func startSandbox(ctx context.Context, dir string, replicas int, log *slog.Logger) (*sandbox.Sandbox, error) {
+	var lastErr error
+	for range 10 {
+		port, err := freePorts(replicas + 1)
+		if err != nil {
+			return nil, err
+		}
+		sb, err := sandbox.Up(ctx, sandbox.Config{Dir: dir, Port: port, Replicas: replicas, Fast: true, Logger: log})
+		if err == nil {
+			return sb, nil
+		}
+		if !errors.Is(err, sandbox.ErrPortInUse) {
+			return nil, err
+		}
+		log.Warn("port collision, retrying", "err", err)
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+// freePorts finds n consecutive ports on 127.0.0.1 that are free now.
+func freePorts(n int) (int, error) {
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		base := l.Addr().(*net.TCPAddr).Port
+		ok := base+n-1 <= 65535
+		for p := base + 1; ok && p < base+n; p++ {
+			l2, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+			if err != nil {
+				ok = false
+				break
+			}
+			l2.Close()
+		}
+		l.Close()
+		if ok {
+			return base, nil
+		}
+	}
+	return 0, fmt.Errorf("testutil: found no %d consecutive free ports", n)
+}
+
+// reapStale stops and removes sandboxes left by test binaries that are gone.
+func reapStale(log *slog.Logger) {
+	roots, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
+	for _, root := range roots {
+		b, err := os.ReadFile(filepath.Join(root, ownerFile))
+		if err != nil {
+			continue // being created, or not ours
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || processExists(pid) {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(root, sandboxSub)); errors.Is(err, fs.ErrNotExist) {
+			os.RemoveAll(root) // a kept sandbox someone has stopped since
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(root, keepFile)); err == nil {
+			continue
+		}
+		log.Warn("removing sandbox of a dead test binary", "dir", root, "pid", pid)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err = sandbox.Down(ctx, filepath.Join(root, sandboxSub))
+		cancel()
+		if err == nil {
+			os.RemoveAll(root)
+		}
+	}
+}
+
+func processExists(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	err = p.Signal(syscall.Signal(0))
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+func openDB(dsn string, params map[string]string) (*sql.DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if len(params) > 0 {
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		for k, v := range params {
+			cfg.Params[k] = v
+		}
+	}
+	c, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(c), nil
+}
+
+func openAdmin(sb *sandbox.Sandbox) error {
+	var err error
+	if primaryDB, err = openDB(sb.DSN(sb.Primary, ""), nil); err != nil {
+		return err
+	}
+	for _, r := range sb.Replicas {
+		db, err := openDB(sb.DSN(r, ""), nil)
+		if err != nil {
+			return err
+		}
+		replicaDB = append(replicaDB, db)
+	}
+	return nil
+}
+
+func closeAdmin() {
+	if primaryDB != nil {
+		primaryDB.Close()
+	}
+	for _, db := range replicaDB {
+		db.Close()
+	}
+}
+
+// Sandbox returns the sandbox started by Main.
+func Sandbox(t testing.TB) *sandbox.Sandbox {
+	t.Helper()
+	if current == nil {
+		t.Fatal("testutil: no sandbox; call testutil.Main from TestMain: func TestMain(m *testing.M) { os.Exit(testutil.Main(m, 1)) }")
+	}
+	return current
+}
+
+// NewSchema creates a schema named after the test (lower-cased, sanitised,
+// at most 64 characters, with a unique suffix) and drops it when the test
+// ends.
+func NewSchema(t testing.TB) string {
+	t.Helper()
+	Sandbox(t)
+	name := schemaName(t.Name(), schemaSeq.Add(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := primaryDB.ExecContext(ctx, "CREATE DATABASE "+QuoteIdent(name)); err != nil {
+		t.Fatalf("testutil: create schema %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if _, err := primaryDB.ExecContext(ctx, "DROP DATABASE IF EXISTS "+QuoteIdent(name)); err != nil {
+			t.Errorf("testutil: drop schema %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+func schemaName(testName string, seq int64) string {
+	var b strings.Builder
+	underscore := false
+	for _, r := range strings.ToLower(testName) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+			underscore = false
+		} else if !underscore {
+			b.WriteByte('_')
+			underscore = true
+		}
+	}
+	base := strings.Trim(b.String(), "_")
+	if base == "" {
+		base = "t"
+	}
+	var rnd [2]byte
+	rand.Read(rnd[:])
+	suffix := fmt.Sprintf("_%d_%s", seq, hex.EncodeToString(rnd[:]))
+	if max := 64 - len(suffix); len(base) > max {
+		base = strings.TrimRight(base[:max], "_")
+	}
+	return base + suffix
+}
+
+// QuoteIdent quotes a MariaDB identifier with backticks.
+func QuoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+// DB opens a *sql.DB on the primary for schema (as the sandbox user, session
+// time_zone '+00:00'), closed when the test ends.
+func DB(t testing.TB, schema string) *sql.DB {
+	t.Helper()
+	sb := Sandbox(t)
+	return open(t, sb, sb.Primary, schema)
+}
+
+// ReplicaDB is DB for replica i (0-based index into Sandbox().Replicas).
+func ReplicaDB(t testing.TB, i int, schema string) *sql.DB {
+	t.Helper()
+	sb := Sandbox(t)
+	if i < 0 || i >= len(sb.Replicas) {
+		t.Fatalf("testutil: replica %d requested, sandbox has %d (index is 0-based; pass the count to testutil.Main)", i, len(sb.Replicas))
+	}
+	return open(t, sb, sb.Replicas[i], schema)
+}
+
+func open(t testing.TB, sb *sandbox.Sandbox, inst sandbox.Instance, schema string) *sql.DB {
+	t.Helper()
+	db, err := openDB(sb.DSN(inst, schema), map[string]string{"time_zone": "'+00:00'"})
+	if err != nil {
+		t.Fatalf("testutil: open %s: %v", inst.Name, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		t.Fatalf("testutil: connect to %s schema %q: %v", inst.Name, schema, err)
+	}
+	return db
+}
+
+// Exec runs each statement in turn and fails the test on the first error.
+func Exec(t testing.TB, db *sql.DB, stmts ...string) {
+	t.Helper()
+	for _, s := range stmts {
+		if _, err := db.ExecContext(context.Background(), s); err != nil {
+			t.Fatalf("testutil: exec %q: %v", s, err)
+		}
+	}
+}
+
+// WaitReplicaCaughtUp waits (at most 60 s) until replica i (0-based) has
+// applied every transaction the primary has binlogged so far. It fails fast
+// if the replica's SQL thread has stopped.
+func WaitReplicaCaughtUp(t testing.TB, i int) {
+	t.Helper()
+	sb := Sandbox(t)
+	if i < 0 || i >= len(sb.Replicas) {
+		t.Fatalf("testutil: replica %d requested, sandbox has %d", i, len(sb.Replicas))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitReplicaTimeout)
+	defer cancel()
+	var pos string
+	if err := primaryDB.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_binlog_pos").Scan(&pos); err != nil {
+		t.Fatalf("testutil: read primary gtid_binlog_pos: %v", err)
+	}
+	rdb := replicaDB[i]
+	for {
+		var res sql.NullInt64
+		err := rdb.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 1)", pos).Scan(&res)
+		if err == nil && res.Valid && res.Int64 == 0 {
+			return
+		}
+		rs, serr := sandbox.ReplicaStatus(ctx, rdb)
+		if serr == nil && rs.SQLRunning == "No" {
+			t.Fatalf("testutil: replica %d stopped applying (IO %s %q, SQL %s %q) while waiting for %s",
+				i, rs.IORunning, rs.LastIOError, rs.SQLRunning, rs.LastSQLError, pos)
+		}
+		if ctx.Err() != nil {
+			var status string
+			if rs != nil {
+				status = fmt.Sprintf("IO %s %q, SQL %s %q, Gtid_IO_Pos %s", rs.IORunning, rs.LastIOError, rs.SQLRunning, rs.LastSQLError, rs.GTIDIOPos)
+			}
+			t.Fatalf("testutil: replica %d not caught up with %s after %s (last: %v, %s)", i, pos, waitReplicaTimeout, err, status)
+		}
+	}
+}
+
+// TableChecksum returns a digest of all rows of schema.table, read in
+// orderBy order (an ORDER BY expression list; "" means the primary key, or
+// all columns when there is none). Only the values count (NULL differs from
+// the empty string), not the column names or types, so a table and its copy
+// compare equal when their visible columns hold the same values. The result
+// has the form "rows=N sha256=HEX".
+func TableChecksum(t testing.TB, db *sql.DB, schema, table string, orderBy string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if orderBy == "" {
+		var err error
+		if orderBy, err = defaultOrder(ctx, db, schema, table); err != nil {
+			t.Fatalf("testutil: checksum %s.%s: %v", schema, table, err)
+		}
+	}
+	q := fmt.Sprintf("SELECT * FROM %s.%s ORDER BY %s", QuoteIdent(schema), QuoteIdent(table), orderBy)
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		t.Fatalf("testutil: checksum: %s: %v", q, err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatalf("testutil: checksum: %v", err)
+	}
+	h := sha256.New()
+	var buf [binary.MaxVarintLen64 + 1]byte
+	h.Write(binary.AppendUvarint(buf[:0], uint64(len(cols))))
+	vals := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	n := 0
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatalf("testutil: checksum: %v", err)
+		}
+		for _, v := range vals {
+			if v == nil {
+				h.Write([]byte{0})
+				continue
+			}
+			b := append(buf[:0], 1)
+			h.Write(binary.AppendUvarint(b, uint64(len(v))))
+			h.Write(v)
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("testutil: checksum: %v", err)
+	}
+	return fmt.Sprintf("rows=%d sha256=%x", n, h.Sum(nil))
+}
+
+func defaultOrder(ctx context.Context, db *sql.DB, schema, table string) (string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME FROM information_schema.STATISTICS
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX`, schema, table)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var cols []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return "", err
+		}
+		cols = append(cols, QuoteIdent(c))
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	if len(cols) > 0 {
+		return strings.Join(cols, ", "), nil
+	}
+	// No primary key: order by every column SELECT * returns.
+	r, err := db.QueryContext(ctx, fmt.Sprintf("SELECT * FROM %s.%s LIMIT 0", QuoteIdent(schema), QuoteIdent(table)))
+	if err != nil {
+		return "", err
+	}
+	all, err := r.Columns()
+	r.Close()
+	if err != nil {
+		return "", err
+	}
+	n := len(all)
+	if n == 0 {
+		return "", fmt.Errorf("table %s.%s not found", schema, table)
+	}
+	pos := make([]string, n)
+	for i := range pos {
+		pos[i] = strconv.Itoa(i + 1)
+	}
+	return strings.Join(pos, ", "), nil
+}

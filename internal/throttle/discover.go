@@ -1,0 +1,149 @@
+package throttle
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// OwnHostname is the host name recast's binlog connections register with
+// (binlog package): such entries of SHOW SLAVE HOSTS are recast runs, not
+// replicas.
+const OwnHostname = "recast"
+
+// Discovered is a replica found on the primary.
+type Discovered struct {
+	Addr     string // host:port
+	ServerID uint32
+	Via      string // "SHOW SLAVE HOSTS" or "processlist"
+}
+
+// DiscoverReplicas lists the primary's replicas from SHOW SLAVE HOSTS
+// (MariaDB shows every connected replica, with its report_host or else its
+// address, and its report_port or else its port), leaving out recast's own
+// binlog connections. Every MariaDB replica registers, so an empty list
+// means no replicas. Only when SHOW SLAVE HOSTS cannot be read (privileges)
+// does it fall back to the processlist's Binlog Dump threads, whose port is
+// unknown: the primary's port is assumed (as gh-ost does), and the
+// primary's own address is left out.
+func DiscoverReplicas(ctx context.Context, db *sql.DB, primaryHost string, primaryPort int) ([]Discovered, error) {
+	var out []Discovered
+	hosts, herr := slaveHosts(ctx, db)
+	for _, h := range hosts {
+		if h.Host == "" || strings.EqualFold(h.Host, OwnHostname) || h.Port == 0 {
+			continue
+		}
+		out = append(out, Discovered{Addr: net.JoinHostPort(h.Host, strconv.Itoa(h.Port)), ServerID: h.ServerID, Via: "SHOW SLAVE HOSTS"})
+	}
+	if herr == nil {
+		return out, nil
+	}
+	ips, perr := dumpThreadHosts(ctx, db)
+	if perr != nil {
+		return nil, fmt.Errorf("find replicas: SHOW SLAVE HOSTS: %v; processlist: %w", herr, perr)
+	}
+	seen := map[string]bool{}
+	for _, ip := range ips {
+		addr := net.JoinHostPort(ip, strconv.Itoa(primaryPort))
+		if seen[addr] || sameAddr(ip, primaryHost) {
+			continue
+		}
+		seen[addr] = true
+		out = append(out, Discovered{Addr: addr, Via: "processlist"})
+	}
+	return out, nil
+}
+
+type slaveHost struct {
+	ServerID uint32
+	Host     string
+	Port     int
+}
+
+func slaveHosts(ctx context.Context, db *sql.DB) ([]slaveHost, error) {
+	rows, err := db.QueryContext(ctx, "SHOW SLAVE HOSTS")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out []slaveHost
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		var h slaveHost
+		for i, c := range cols {
+			switch strings.ToLower(c) {
+			case "server_id":
+				n, _ := strconv.ParseUint(vals[i].String, 10, 32)
+				h.ServerID = uint32(n)
+			case "host":
+				h.Host = vals[i].String
+			case "port":
+				h.Port, _ = strconv.Atoi(vals[i].String)
+			}
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+func dumpThreadHosts(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SELECT HOST FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Binlog Dump', 'Binlog Dump GTID')")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var h string
+		if err := rows.Scan(&h); err != nil {
+			return nil, err
+		}
+		if host, _, err := net.SplitHostPort(h); err == nil {
+			h = host
+		}
+		if h != "" {
+			out = append(out, h)
+		}
+	}
+	return out, rows.Err()
+}
+
+func sameAddr(a, b string) bool {
+	norm := func(h string) string {
+		if h == "localhost" || h == "::1" {
+			return "127.0.0.1"
+		}
+		return h
+	}
+	return norm(a) == norm(b)
+}
+
+// ParseAddr checks a --replica value: HOST:PORT (or HOST, port 3306).
+func ParseAddr(s string) (host string, port int, err error) {
+	h, p, err := net.SplitHostPort(s)
+	if err != nil {
+		if strings.Contains(s, ":") && !strings.HasPrefix(s, "[") {
+			return "", 0, fmt.Errorf("--replica %q: want HOST:PORT", s)
+		}
+		h, p = s, "3306"
+	}
+	port, err = strconv.Atoi(p)
+	if err != nil || port <= 0 || port > 65535 || h == "" {
+		return "", 0, fmt.Errorf("--replica %q: want HOST:PORT", s)
+	}
+	return h, port, nil
+}
