@@ -75,6 +75,13 @@ type Blocker struct {
 	InTrx           bool
 	TrxAge          time.Duration
 	TrxRowsModified int64
+	// TrxUnknown: the session sits idle holding a metadata lock on the
+	// table, so a transaction (or LOCK TABLES) keeps it, but INNODB_TRX did
+	// not list it: InnoDB refreshes that table only after 100 ms in which
+	// nobody read it, so under frequent polling (monitoring, other tools)
+	// it can be stale for as long as the polling lasts. TrxAge and
+	// TrxRowsModified are then unknown and the blocker is never killed.
+	TrxUnknown bool
 	// Waiting: the session itself waits for a metadata lock on the table
 	// (someone else's DDL, queued like recast's request would be).
 	Waiting bool
@@ -130,7 +137,10 @@ func (b Blocker) String() string {
 		}
 		fmt.Fprintf(&s, ": %q", b.Statement)
 	}
-	if b.InTrx {
+	switch {
+	case b.TrxUnknown:
+		s.WriteString("; transaction open, its age and size unknown (not yet listed in INNODB_TRX)")
+	case b.InTrx:
 		fmt.Fprintf(&s, "; transaction open %s, %d row(s) modified", round(b.TrxAge), b.TrxRowsModified)
 	}
 	if b.LockMode != "" {
@@ -160,7 +170,10 @@ func (b Blocker) LogValue() slog.Value {
 	if b.Statement != "" {
 		attrs = append(attrs, slog.String("statement", b.Statement))
 	}
-	if b.InTrx {
+	switch {
+	case b.TrxUnknown:
+		attrs = append(attrs, slog.String("trx", "open, not yet listed in INNODB_TRX"))
+	case b.InTrx:
 		attrs = append(attrs, slog.Duration("trx_age", round(b.TrxAge)), slog.Int64("rows_modified", b.TrxRowsModified))
 	}
 	if b.LockMode != "" {
@@ -360,6 +373,12 @@ func (f *Finder) find(ctx context.Context, minAge time.Duration) ([]Blocker, err
 			b := mk(p)
 			b.LockMode, b.LockAge, b.Certain = l.mode, l.age, true
 			b.Waiting = p.state == waitingMDL
+			if p.command == "Sleep" && !b.InTrx {
+				// Idle yet holding the lock: only an open transaction or
+				// LOCK TABLES keeps a table lock past its statement.
+				// INNODB_TRX can lag (see TrxUnknown); this cannot.
+				b.InTrx, b.TrxUnknown = true, true
+			}
 		}
 	}
 	for _, p := range procs {

@@ -514,3 +514,76 @@ func TestRunKillMaxRows(t *testing.T) {
 		t.Error("not logged why the blocker was not killed")
 	}
 }
+
+// TestFinderStaleInnoDBTrx: InnoDB refreshes INNODB_TRX only after 100 ms in
+// which nobody read it, so a tight poller (monitoring, parallel tools) freezes
+// it and a transaction opened meanwhile stays invisible there. A session idle
+// holding t's metadata lock is still reported as in a transaction, and one
+// whose transaction INNODB_TRX does not list is never killed (its rollback
+// cost is unknown).
+func TestFinderStaleInnoDBTrx(t *testing.T) {
+	t.Parallel()
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY)", "INSERT INTO t VALUES (1)")
+	if err := LoadPlugin(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range 3 { // keep INNODB_TRX frozen: reads well under 100 ms apart
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				var n int
+				_ = db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX").Scan(&n)
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	time.Sleep(200 * time.Millisecond)
+	idle := newSession(t, db)
+	idle.exec("BEGIN", "INSERT INTO t VALUES (2)", "SELECT * FROM t")
+	time.Sleep(400 * time.Millisecond)
+
+	f, err := NewFinder(ctx, db, Config{Schema: schema, Table: "t", MinAge: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, err := f.Find(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, ok := ids(bs)[idle.id]
+	if !ok || !b.Certain || !b.InTrx || !b.Idle() {
+		t.Fatalf("idle transaction %d: got %+v (found %v) among %v", idle.id, b, ok, bs)
+	}
+	t.Logf("blocker: %s (TrxUnknown %v: whether the pollers kept INNODB_TRX frozen)", b, b.TrxUnknown)
+
+	// The kill decision for a blocker whose transaction INNODB_TRX does not
+	// list: never, however long it has blocked.
+	b.TrxUnknown = true
+	logger, logs := testLogger(t)
+	tr := &tracker{p: Policy{Finder: f, KillAfter: time.Millisecond, KillMaxRows: 1000, Logger: logger}, what: "test", seen: map[string]*seen{}}
+	tr.note([]Blocker{b}, time.Now().Add(-time.Minute))
+	if tr.killDue(ctx, []Blocker{b}, time.Now()) {
+		t.Error("killDue killed a blocker of unknown transaction size")
+	}
+	if ok, state := alive(t, db, idle.id); !ok {
+		t.Errorf("session %d was killed (%s)", idle.id, state)
+	}
+	if !strings.Contains(logs.String(), "INNODB_TRX does not list its transaction") {
+		t.Errorf("no log line explains why it was not killed:\n%s", logs)
+	}
+	// Control: the same idle session, not flagged, is killed. (As a plain
+	// idle holder: the kill's last check would compare its transaction with
+	// INNODB_TRX, which the pollers keep frozen.)
+	b.TrxUnknown, b.InTrx = false, false
+	tr = &tracker{p: Policy{Finder: f, KillAfter: time.Millisecond, KillMaxRows: 1000, Logger: logger}, what: "test", seen: map[string]*seen{}}
+	tr.note([]Blocker{b}, time.Now().Add(-time.Minute))
+	if !tr.killDue(ctx, []Blocker{b}, time.Now()) {
+		t.Error("control: killDue did not kill an idle blocker with a small transaction")
+	}
+}

@@ -210,9 +210,12 @@ func certain(bs []Blocker) []Blocker {
 type seen struct {
 	first, last time.Time
 	b           Blocker
-	noKill      bool   // never kill it (and the reason is logged)
-	killed      string // the last KILL statement sent to it...
-	killedAt    time.Time
+	noKill      bool // never kill it (and the reason is logged)
+	// unknownLogged: the blocker's transaction was not in INNODB_TRX and
+	// that was logged.
+	unknownLogged bool
+	killed        string // the last KILL statement sent to it...
+	killedAt      time.Time
 }
 
 // tracker remembers blockers across the attempts of one Run.
@@ -366,6 +369,14 @@ func (t *tracker) killDue(ctx context.Context, cur []Blocker, now time.Time) boo
 		s := t.seen[b.Key()]
 		blocked := now.Sub(s.first)
 		if b.Waiting || blocked < t.p.KillAfter {
+			continue
+		}
+		if b.TrxUnknown { // not now; perhaps once INNODB_TRX lists it
+			if !s.unknownLogged {
+				s.unknownLogged = true
+				t.p.Logger.Warn(t.what+": not killing a blocker: INNODB_TRX does not list its transaction, so its size (and the cost of rolling it back) is unknown",
+					"blocker", b)
+			}
 			continue
 		}
 		if b.TrxRowsModified > t.p.KillMaxRows {
