@@ -31,4 +31,15 @@ func TestChecksumMixedCollations(t *testing.T) {
 	if after := testutil.TableChecksum(t, db, schema, "t", "id"); after != before {
 		t.Error("content changed")
 	}
+	// Unchanged columns in two character sets (utf8mb4 and latin1): they
+	// cannot all be relabelled to one binary collation, so they are cast.
+	o := testOptions(t, schema, "t", "ADD COLUMN z INT NULL")
+	o.DropOldTable = true
+	res, err = Run(ctxFor(t, time.Minute), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Checksum.Rows != 2000 || res.Checksum.Repaired != 0 || len(res.Checksum.Skipped) != 0 {
+		t.Errorf("checksum, two character sets: %+v", res.Checksum)
+	}
 }

@@ -170,7 +170,8 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 		if len(cs.Skipped) > 0 {
 			o.Logger.Warn("checksum: columns whose type changed were not compared", "columns", cs.Skipped)
 		}
-		o.Logger.Info("checksum passed", "rows", cs.Rows, "chunks", cs.Chunks, "repaired", cs.Repaired)
+		o.Logger.Info("checksum passed", "rows", cs.Rows, "chunks", cs.Chunks, "repaired", cs.Repaired,
+			"took", cs.Took.Round(time.Millisecond), "aligning", cs.Aligning.Round(time.Millisecond))
 	} else {
 		o.Logger.Warn("checksum skipped (--checksum=false): the new table is swapped in unverified")
 	}
