@@ -51,6 +51,15 @@ func (p *pump) disarm() {
 
 const maxPending = 40000
 
+// slowPending replaces maxPending while the throttle delays the applier (the
+// replicas cannot absorb even the applier's writes): each window then
+// applies at most this many changes, so the apply rate falls to at most
+// slowPending per (delay + flush). A delay alone would only have batched
+// the same writes into bigger windows (under sysbench at 1,360 tps the
+// replica's lag grew to 55 s while the applier, "slowed" by 1 s per window,
+// still applied everything).
+const slowPending = 100
+
 // align implements checksum.Config.Align: freeze the reader, open the source
 // snapshot at P, let the applier reach exactly P, open the ghost snapshot,
 // unfreeze. The binlog can deliver a transaction before it is visible to a
@@ -151,7 +160,11 @@ func (p *pump) read(ctx context.Context) error {
 		}
 		p.mu.Unlock()
 		p.ap.Add(ev)
-		for p.ap.Pending() >= maxPending { // backpressure: the stream waits for the applier
+		limit := maxPending
+		if p.delay != nil && p.delay() > 0 {
+			limit = slowPending
+		}
+		for p.ap.Pending() >= limit { // backpressure: the stream waits for the applier
 			select {
 			case <-ctx.Done():
 				return nil

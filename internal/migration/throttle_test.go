@@ -185,6 +185,16 @@ func TestThrottleReplicaLag(t *testing.T) {
 	if st.Apply.EventsApplied == 0 {
 		t.Error("the applier applied nothing while the copy was paused")
 	}
+	// Slowed means fewer changes applied than come in (the replica must
+	// get the chance to catch up), not the same changes in bigger windows.
+	// (Incoming row changes are counted as the reader takes them, and the
+	// reader waits for the applier: compare binlog bytes written and applied.)
+	st = until(t, r, 30*time.Second, "the applier applying less than comes in", func(s status.Snapshot) bool {
+		return s.Apply.ApplierDelaySeconds > 0 && s.Apply.BinlogBytesPerSecond > 1000 &&
+			s.Apply.BinlogAppliedBytesPerSecond < 0.7*s.Apply.BinlogBytesPerSecond && s.Apply.Backlog == "not draining"
+	})
+	t.Logf("slowed applier: delay %.2fs, binlog applied %.0f B/s, written %.0f B/s", st.Apply.ApplierDelaySeconds,
+		st.Apply.BinlogAppliedBytesPerSecond, st.Apply.BinlogBytesPerSecond)
 	stopWrites()
 	wg.Wait()
 
