@@ -16,6 +16,7 @@ import (
 	"github.com/recast-osc/recast/internal/copier"
 	"github.com/recast-osc/recast/internal/cutover"
 	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/mdl"
 	"github.com/recast-osc/recast/internal/status"
 	"github.com/recast-osc/recast/internal/table"
 )
@@ -43,10 +44,19 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if ctx.Err() != nil && save != nil {
+		switch {
+		case save == nil:
+		case ctx.Err() != nil:
 			// Interrupted: keep the ghost and the checkpoint for --resume.
 			if serr := save(cctx); serr == nil {
 				err = fmt.Errorf("%w: %w; the original table is untouched; continue with the same command plus --resume", ErrInterrupted, err)
+				return
+			}
+		case errors.Is(err, mdl.ErrGaveUp):
+			// The cut-over could not get its lock: the copy is complete and
+			// verified, and hours of it may be at stake. Keep it.
+			if serr := save(cctx); serr == nil {
+				err = fmt.Errorf("%w; the copy is kept (%s, %s): once the blockers are gone, run the same command plus --resume (it catches up, verifies again and retries the cut-over), or recast cleanup to drop it", err, ghostQ, chkQ)
 				return
 			}
 		}

@@ -498,7 +498,7 @@ func TestMDLGivesUp(t *testing.T) {
 	t.Parallel()
 	schema, db := mdlTable(t)
 	before := testutil.TableChecksum(t, db, schema, "t", "id")
-	sleeper, _ := blockers(t, db)
+	sleeper, idle := blockers(t, db)
 	pr := startProbe(t, schema)
 	o, _ := mdlOptions(t, schema, "MODIFY c BIGINT")
 	o.CutOverBudget, o.CutOverAttempts = 5*time.Second, 3
@@ -518,7 +518,11 @@ func TestMDLGivesUp(t *testing.T) {
 	if caught, _ := pts.get("caught-up"); time.Since(caught) > o.CutOverBudget+3*time.Second {
 		t.Errorf("the cut-over took %s with a budget of %s", time.Since(caught), o.CutOverBudget)
 	}
-	if got := tablesOf(t, db, schema); got != "t" {
+	if !strings.Contains(err.Error(), "--resume") {
+		t.Errorf("the error does not say how to continue: %v", err)
+	}
+	// The verified copy is kept for --resume, nothing else is left.
+	if got := tablesOf(t, db, schema); got != "_t_chk,_t_new,t" {
 		t.Errorf("tables left: %s", got)
 	}
 	if after := testutil.TableChecksum(t, db, schema, "t", "id"); after != before {
@@ -528,6 +532,26 @@ func TestMDLGivesUp(t *testing.T) {
 		t.Errorf("the blocker: %s (not to be killed)", st)
 	}
 	pr.check(t)
+
+	// The blocker gone, --resume finishes without copying again.
+	testutil.Exec(t, db, fmt.Sprintf("KILL QUERY %d", sleeper.id))
+	idle.exec(t, "COMMIT")
+	testutil.Exec(t, db, "UPDATE t SET c = c + 1 WHERE id <= 10") // changed since: applied on resume
+	want := testutil.TableChecksum(t, db, schema, "t", "id")
+	o.Resume, o.Pause = true, nil
+	res, err := Run(ctxFor(t, 2*time.Minute), o)
+	if err != nil {
+		t.Fatalf("--resume after the cut-over gave up: %v", err)
+	}
+	if res.CopiedRows != 0 {
+		t.Errorf("the resumed run copied %d rows again", res.CopiedRows)
+	}
+	if got := tablesOf(t, db, schema); got != "_t_old,t" {
+		t.Errorf("tables after the resumed run: %s", got)
+	}
+	if got := testutil.TableChecksum(t, db, schema, "t", "id"); got != want {
+		t.Error("the migrated table differs from the original")
+	}
 }
 
 // TestMDLPostponeCutOver: with --postpone-cut-over-flag-file the copy is kept
