@@ -1,0 +1,74 @@
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/recast-osc/recast/internal/testutil"
+)
+
+// TestApplierNotAnnotated: MariaDB writes each row-based statement's text
+// into the binlog (binlog_annotate_row_events, on by default); the
+// applier's multi-row REPLACEs are as long as their rows, so recast turns
+// that off for its applier when it may. The application's own statements
+// stay annotated (the control: annotation is on in this server).
+func TestApplierNotAnnotated(t *testing.T) {
+	t.Parallel()
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, v INT NOT NULL)", "INSERT INTO t SELECT seq, 0 FROM seq_1_to_100")
+	var file string
+	var pos int64
+	if err := db.QueryRow("SHOW MASTER STATUS").Scan(&file, &pos, new(sql.NullString), new(sql.NullString)); err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions(t, schema, "t", "ADD COLUMN c INT")
+	o.Pause = func(ctx context.Context, point string) {
+		if point == "ghost-created" { // after the stream's start position: applied
+			testutil.Exec(t, db, "UPDATE t SET v = v + 7919 WHERE id <= 50", "DELETE FROM t WHERE id > 90")
+		}
+	}
+	res, err := Run(ctxFor(t, time.Minute), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Applied == 0 {
+		t.Fatal("the applier applied nothing: the test proves nothing")
+	}
+	var appAnnotated, applierAnnotated int
+	rows, err := db.Query("SHOW BINLOG EVENTS IN '" + file + "' FROM " + strconv.FormatInt(pos, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var log, typ, info string
+		var p, sid, end int64
+		if err := rows.Scan(&log, &p, &typ, &sid, &end, &info); err != nil {
+			t.Fatal(err)
+		}
+		if typ != "Annotate_rows" {
+			continue
+		}
+		switch {
+		case strings.Contains(info, "UPDATE t SET v = v + 7919"):
+			appAnnotated++
+		case strings.Contains(info, "`"+schema+"`.`_t_new`") && !strings.Contains(info, "INSERT IGNORE"): // not the copier's
+			applierAnnotated++
+			t.Logf("annotated applier statement: %.200s", info)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if appAnnotated == 0 {
+		t.Error("the application's UPDATE is not annotated: annotation is off in this server, the test proves nothing")
+	}
+	if applierAnnotated != 0 {
+		t.Errorf("%d applier statement(s) annotated in the binlog", applierAnnotated)
+	}
+}
