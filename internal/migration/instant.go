@@ -245,6 +245,9 @@ func (m *migrator) executeMethod(ctx context.Context, res *Result, ch methodChoi
 		m.opts.Logger.Warn("the server refused the ALTER's algorithm on the table itself, though the probe accepted it; copying instead", "algorithm", strings.ToUpper(ch.method), "err", err)
 		why := "ALGORITHM=" + strings.ToUpper(ch.method) + " refused on the table: " + oneLine(err)
 		*res = Result{}
+		if err := m.copyChecks(ctx); err != nil {
+			return err
+		}
 		err = m.execute(ctx, res)
 		if res.Plan != nil {
 			res.Plan.MethodReason = why

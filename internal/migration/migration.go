@@ -98,6 +98,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if choice.method == MethodCopy {
+		if err := m.copyChecks(ctx); err != nil {
+			return nil, err
+		}
+	}
 	res := &Result{}
 	if !opts.Execute {
 		plan, err := m.planDryMethod(ctx, choice)
@@ -137,8 +142,13 @@ func (m *migrator) inspect(ctx context.Context) error {
 		CheckpointName: checkpoint.TableName(m.opts.Table), Resume: m.opts.Resume,
 		DropOld: m.opts.DropOldTable, Logger: m.opts.Logger,
 	}
-	if m.opts.Method == MethodInstant {
-		in.Scope = check.Common // what only the copy needs does not matter
+	if m.opts.Method != MethodCopy {
+		// What only the copy needs (a chunk key, no triggers or foreign
+		// keys, data the new definition accepts) does not matter to a
+		// native INSTANT/NOCOPY ALTER: copyChecks runs it once the copy is
+		// chosen. A column added INSTANT to a table with foreign keys or
+		// triggers is not refused.
+		in.Scope = check.Common
 	}
 	m.checks = in
 	if err := check.Run(ctx, in); err != nil {
@@ -146,6 +156,17 @@ func (m *migrator) inspect(ctx context.Context) error {
 	}
 	m.source, m.an = in.Source, in.Analysis
 	return nil
+}
+
+// copyChecks runs the copy-only preflight checks that inspect left out
+// (--method auto chose, or fell back to, the copy).
+func (m *migrator) copyChecks(ctx context.Context) error {
+	if m.checks == nil || m.checks.Scope != check.Common {
+		return nil
+	}
+	m.checks.Scope = check.CopyOnly
+	defer func() { m.checks.Scope = check.All }()
+	return check.Run(ctx, m.checks)
 }
 
 // release releases what inspect holds: the per-table lock.
