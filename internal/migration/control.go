@@ -411,25 +411,12 @@ func (c *Control) ended() error {
 }
 
 // Pause pauses the row copy (the chunks in flight finish).
-func (c *Control) Pause() error {
-	c.pauseMu.Lock()
-	defer c.pauseMu.Unlock()
-	c.mu.Lock()
-	if err := c.ended(); err != nil {
-		c.mu.Unlock()
-		return err
-	}
-	c.paused = true
-	th := c.th
-	c.mu.Unlock()
-	if th != nil {
-		th.Pause()
-	}
-	return nil
-}
+func (c *Control) Pause() error { return c.setPaused(true) }
 
 // Resume ends Pause.
-func (c *Control) Resume() error {
+func (c *Control) Resume() error { return c.setPaused(false) }
+
+func (c *Control) setPaused(paused bool) error {
 	c.pauseMu.Lock()
 	defer c.pauseMu.Unlock()
 	c.mu.Lock()
@@ -437,10 +424,14 @@ func (c *Control) Resume() error {
 		c.mu.Unlock()
 		return err
 	}
-	c.paused = false
+	c.paused = paused
 	th := c.th
 	c.mu.Unlock()
-	if th != nil {
+	switch {
+	case th == nil:
+	case paused:
+		th.Pause()
+	default:
 		th.Resume()
 	}
 	return nil

@@ -164,18 +164,28 @@ type indexBuild struct{ names []string }
 func (e *indexBuild) Error() string { return "builds index " + strings.Join(e.names, ", ") }
 
 // newIndexes names the indexes of after that before does not have with the
-// same columns and uniqueness.
+// same columns, uniqueness, and column types and collations: a new index,
+// or one rebuilt because a column of it changed (a collation change of an
+// indexed column is NOCOPY on MariaDB 10.11, but rebuilds the index).
 func newIndexes(before, after *table.Table) []string {
 	have := map[string]bool{}
-	sig := func(ix table.Index) string {
-		return fmt.Sprintf("%s|%v|%s", strings.ToLower(ix.Name), ix.Unique, strings.ToLower(strings.Join(ix.Columns, ",")))
+	sig := func(t *table.Table, ix table.Index) string {
+		cols := make([]string, len(ix.Columns))
+		for i, name := range ix.Columns {
+			cols[i] = strings.ToLower(name)
+			if ci := t.ColumnIndex(name); ci >= 0 {
+				c := t.Columns[ci]
+				cols[i] += " " + c.ColumnType + " " + c.Collation
+			}
+		}
+		return fmt.Sprintf("%s|%v|%s", strings.ToLower(ix.Name), ix.Unique, strings.Join(cols, ","))
 	}
 	for _, ix := range before.Indexes {
-		have[sig(ix)] = true
+		have[sig(before, ix)] = true
 	}
 	var out []string
 	for _, ix := range after.Indexes {
-		if !have[sig(ix)] {
+		if !have[sig(after, ix)] {
 			out = append(out, table.QuoteIdent(ix.Name))
 		}
 	}
