@@ -161,7 +161,7 @@ func (p *pump) read(ctx context.Context) error {
 		p.mu.Unlock()
 		p.ap.Add(ev)
 		limit := maxPending
-		if p.delay != nil && p.delay() > 0 {
+		if p.currentDelay() > 0 {
 			limit = slowPending
 		}
 		for p.ap.Pending() >= limit { // backpressure: the stream waits for the applier
@@ -184,16 +184,29 @@ func (p *pump) flush(ctx context.Context) error {
 			return err
 		}
 		p.applied.Store(received)
-		wait := 5 * time.Millisecond
-		if p.delay != nil {
-			wait += p.delay()
-		}
+		wait := 5*time.Millisecond + p.currentDelay()
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
 		}
 	}
+}
+
+// currentDelay is the throttle's applier delay, except while align holds the
+// reader: then the applier must reach the snapshot's position within
+// align's limit, and what it has to apply is bounded by that position.
+func (p *pump) currentDelay() time.Duration {
+	if p.delay == nil {
+		return 0
+	}
+	p.mu.Lock()
+	frozen := p.frozen
+	p.mu.Unlock()
+	if frozen {
+		return 0
+	}
+	return p.delay()
 }
 
 func countRows(evs []binlog.Event) int {
