@@ -143,7 +143,7 @@ func (p *pump) read(ctx context.Context) error {
 			return nil
 		}
 		p.mu.Lock()
-		armed := p.armed
+		armed, frozen := p.armed, p.frozen
 		switch {
 		case ev.DDL != "" && armed:
 			p.lost.Store(int64(countRows(p.held)))
@@ -161,7 +161,7 @@ func (p *pump) read(ctx context.Context) error {
 		p.mu.Unlock()
 		p.ap.Add(ev)
 		limit := maxPending
-		if p.currentDelay() > 0 {
+		if !frozen && p.delay != nil && p.delay() > 0 { // see currentDelay
 			limit = slowPending
 		}
 		for p.ap.Pending() >= limit { // backpressure: the stream waits for the applier
