@@ -85,6 +85,12 @@ type Config struct {
 	Armed func()
 	// Disarmed is called when an armed attempt did not rename (the RENAME failed).
 	Disarmed func()
+	// UnderLock, if set, runs after the drain while T is still locked and
+	// nothing reaches the ghost: locked is A's session (the only one that
+	// can read T now; other sessions of db can read the ghost). Its time
+	// counts as lock time. An error aborts the cut-over (no retry) unless it
+	// wraps ErrRetry.
+	UnderLock func(ctx context.Context, locked *sql.Conn) error
 	// DropOld drops the old table instead of keeping it.
 	DropOld bool
 	// Pause, if set, is called at named points (tests inject faults there).
@@ -170,6 +176,9 @@ func Run(ctx context.Context, db *sql.DB, cfg Config) (Result, error) {
 
 var errRetry = errors.New("retryable")
 
+// ErrRetry, wrapped by an UnderLock error, makes the attempt retryable.
+var ErrRetry = errRetry
+
 type attemptStats struct {
 	locked, drain, queue time.Duration
 	pos                  binlog.Position
@@ -254,6 +263,11 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config) (st attemptStats, 
 		return st, fmt.Errorf("%w: the applier did not reach %s within %s under lock: %w", errRetry, pos, cfg.LockWaitTimeout, err)
 	}
 	cfg.Pause(ctx, "drained")
+	if cfg.UnderLock != nil {
+		if err := cfg.UnderLock(ctx, connA); err != nil {
+			return st, err
+		}
+	}
 
 	// The ghost takes a name that sorts after T, so that T is the first table
 	// B's RENAME locks: waiting for a metadata lock then means waiting on T.
