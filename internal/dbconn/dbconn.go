@@ -32,6 +32,14 @@ type Config struct {
 	SetVars map[string]string
 	// MaxOpen caps the pool (0: no cap).
 	MaxOpen int
+	// SQLMode and TimeZone, when set, replace recast's defaults (strict mode,
+	// UTC) with these values (unquoted, e.g. "STRICT_TRANS_TABLES,..." and
+	// "+05:00"): a migration runs its DDL and conversions under the server's
+	// own settings (Semantics). NO_AUTO_VALUE_ON_ZERO is always added to the
+	// mode, so that a copied row keeps its AUTO_INCREMENT value 0. They win
+	// over SetVars' sql_mode and time_zone.
+	SQLMode  string
+	TimeZone string
 }
 
 // Tag is a comment on every statement recast sends, so that processlist
@@ -72,6 +80,12 @@ func (c Config) DSN() string {
 	}
 	for k, v := range c.SetVars {
 		cfg.Params[k] = v
+	}
+	if c.SQLMode != "" {
+		cfg.Params["sql_mode"] = QuoteString(WithMode(c.SQLMode, "NO_AUTO_VALUE_ON_ZERO"))
+	}
+	if c.TimeZone != "" {
+		cfg.Params["time_zone"] = QuoteString(c.TimeZone)
 	}
 	return cfg.FormatDSN()
 }

@@ -91,6 +91,12 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 	applyConn := o.Conn
 	applyConn.MaxOpen = o.ApplyThreads + 2
 	applyConn.SetVars = m.applierVars(ctx)
+	// The applier writes binlog images: TIMESTAMPs rendered in UTC, so its
+	// sessions run in UTC and the columns whose conversion depends on the
+	// zone carry an expression (applyExprs); strict, so a value the copy
+	// would refuse with a warning fails the applier too.
+	applyConn.TimeZone = "+00:00"
+	applyConn.SQLMode = dbconn.WithMode(m.sem.SQLMode, "STRICT_ALL_TABLES")
 	applyDB, err := dbconn.Open(ctx, applyConn)
 	if err != nil {
 		return err
@@ -245,6 +251,7 @@ func (m *migrator) newApplier(db *sql.DB, plan *Plan) (*apply.Applier, error) {
 		SourceColumns: srcIdx, GhostColumns: ghostCols,
 		KeySource: keyIdx, KeyGhost: plan.KeyGhost,
 		Charsets: charsets, KeyCharsets: keyCharsets,
+		Exprs: plan.Exprs, KeyExprs: plan.KeyExprs,
 		Ordered: plan.Ordered, Workers: m.opts.ApplyThreads, Logger: m.opts.Logger,
 	})
 }

@@ -19,18 +19,21 @@ import (
 
 // Plan is what the migration will do; the dry run prints it.
 type Plan struct {
-	Method      string // "copy", "instant" or "nocopy" (instant.go)
-	Source      *table.Table
-	Ghost       *table.Table
-	Analysis    *ddl.Analysis
-	Pairs       []ddl.ColumnPair
-	KeySource   []string
-	KeyGhost    []string
-	KeyIndex    string
-	Ordered     bool // the key is collation-sensitive: one applier worker
-	GhostName   string
-	OldName     string
-	RowEstimate int64
+	Method    string // "copy", "instant" or "nocopy" (instant.go)
+	Source    *table.Table
+	Ghost     *table.Table
+	Analysis  *ddl.Analysis
+	Pairs     []ddl.ColumnPair
+	KeySource []string
+	KeyGhost  []string
+	KeyIndex  string
+	Ordered   bool // the key is collation-sensitive: one applier worker
+	// Exprs and KeyExprs are the applier's write templates per pair and per
+	// key column (convert.go); nil: plain values.
+	Exprs, KeyExprs []string
+	GhostName       string
+	OldName         string
+	RowEstimate     int64
 
 	// MethodReason says why Method was chosen (instant.go).
 	MethodReason string
@@ -74,9 +77,21 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The server's semantics, not recast's: the ghost's DDL, the checks and
+	// every conversion run under the server's global sql_mode and time_zone
+	// (or the user's --set-vars), as the server's own ALTER would.
+	sem, err := dbconn.ReadSemantics(ctx, db, opts.Conn)
+	_ = db.Close()
+	if err != nil {
+		return nil, err
+	}
+	opts.Conn.SQLMode, opts.Conn.TimeZone = sem.SQLMode, sem.TimeZone
+	if db, err = dbconn.Open(ctx, opts.Conn); err != nil {
+		return nil, err
+	}
 	defer db.Close()
 
-	m := &migrator{opts: opts, db: db, log: opts.Logger}
+	m := &migrator{opts: opts, db: db, log: opts.Logger, sem: sem}
 	defer m.release()
 	if opts.Resume && opts.Execute {
 		// A run killed after its swap: the table is already the new one, so
@@ -123,6 +138,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 
 type migrator struct {
 	opts   Options
+	sem    dbconn.Semantics // the server's sql_mode and time_zone (or --set-vars')
 	db     *sql.DB
 	log    interface{ Info(string, ...any) }
 	source *table.Table
@@ -230,6 +246,9 @@ func (m *migrator) plan(ghost *table.Table) (*Plan, error) {
 		if m.source.Columns[m.source.ColumnIndex(k)].CollationSensitive() {
 			p.Ordered = true
 		}
+	}
+	if p.Exprs, p.KeyExprs, err = m.zoneExprs(p); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
