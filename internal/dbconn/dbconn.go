@@ -42,6 +42,10 @@ type Config struct {
 	TimeZone string
 }
 
+// MaxErrorCount is the max_error_count of recast's sessions: the most
+// warnings the server keeps for one statement.
+const MaxErrorCount = 65535
+
 // Tag is a comment on every statement recast sends, so that processlist
 // readers (and recast's own blocker detection) can tell recast's sessions apart.
 const Tag = "/* recast */ "
@@ -78,6 +82,9 @@ func (c Config) DSN() string {
 		"lock_wait_timeout":        strconv.Itoa(seconds(lwt)),
 		"innodb_lock_wait_timeout": strconv.Itoa(seconds(ilwt)),
 	}
+	// Every warning of a statement is kept, so that a copy chunk's can all
+	// be examined (the default keeps 64).
+	cfg.Params["max_error_count"] = strconv.Itoa(MaxErrorCount)
 	for k, v := range c.SetVars {
 		cfg.Params[k] = v
 	}

@@ -197,12 +197,16 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 
 	// Phase: cut-over.
 	ctl.setPhase(status.PhaseCutOver)
+	if err := m.carryAutoIncrement(runCtx, nil); err != nil { // autoinc.go; again under the lock
+		return fail(err)
+	}
 	cres, err := m.cutOver(runCtx, cutover.Config{ // instant.go: postponement, blocker policy
 		Schema: o.Database, Table: o.Table, Ghost: GhostName(o.Table), Old: OldName(o.Table),
 		LockWaitTimeout: o.CutOverLockTimeout, Attempts: o.CutOverAttempts,
 		WaitApplied: ap.WaitApplied, Armed: pump.arm, Disarmed: pump.disarm,
 		DropOld: o.DropOldTable, Logger: o.Logger,
-		Pause: func(ctx context.Context, point string) { o.Pause(ctx, "cutover:"+point) },
+		Pause:     func(ctx context.Context, point string) { o.Pause(ctx, "cutover:"+point) },
+		UnderLock: chainUnderLock(m.carryAutoIncrement),
 	})
 	res.CutOver = cutOverReport(cres)
 	if cres.LockedFor > 0 {
