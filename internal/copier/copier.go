@@ -47,11 +47,15 @@ type Config struct {
 	Ghost         string   // quoted ghost name
 	SourceColumns []string // columns read from the source
 	GhostColumns  []string // columns written in the ghost, same order
-	KeyColumns    []string // identifying key of the source, key order
-	KeyIndex      string   // name of the index holding KeyColumns
-	ChunkTime     time.Duration
-	MinChunk      int
-	MaxChunk      int
+	// SourceExprs, if set, are the SELECT expressions per source column
+	// ("" for the plain column): a conversion the server's ALTER makes
+	// differently from INSERT ... SELECT of the plain column.
+	SourceExprs []string
+	KeyColumns  []string // identifying key of the source, key order
+	KeyIndex    string   // name of the index holding KeyColumns
+	ChunkTime   time.Duration
+	MinChunk    int
+	MaxChunk    int
 	// Threads is the number of chunks copied at once.
 	Threads int
 	// Start resumes the copy after this key (nil: from the first row).
@@ -334,7 +338,7 @@ func (c *Copier) copyChunk(ctx context.Context, lo, hi []any) (int64, error) {
 	k := c.cfg.KeyColumns
 	where, args := table.RangeWhere(k, lo, hi)
 	q := dbconn.Tag + "INSERT IGNORE INTO " + c.cfg.Ghost + " (" + table.QuoteIdents(c.cfg.GhostColumns) + ") SELECT " +
-		table.QuoteIdents(c.cfg.SourceColumns) + " FROM " + c.cfg.Source.QuotedName() +
+		c.selectList() + " FROM " + c.cfg.Source.QuotedName() +
 		" FORCE INDEX (" + table.QuoteIdent(c.cfg.KeyIndex) + ") WHERE " + where +
 		" LOCK IN SHARE MODE"
 	var rows int64
@@ -453,6 +457,18 @@ func formatKey(key []any) string {
 		return parts[0]
 	}
 	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// selectList renders the columns read from the source.
+func (c *Copier) selectList() string {
+	out := make([]string, len(c.cfg.SourceColumns))
+	for i, col := range c.cfg.SourceColumns {
+		out[i] = table.QuoteIdent(col)
+		if i < len(c.cfg.SourceExprs) && c.cfg.SourceExprs[i] != "" {
+			out[i] = c.cfg.SourceExprs[i]
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func (c *Copier) scanKey(ctx context.Context, q string, args ...any) ([]any, error) {

@@ -17,29 +17,26 @@ import (
 // stored as a TIMESTAMP) is written as an expression that converts in the
 // migration's zone: the row then equals what INSERT ... SELECT writes.
 
-// zoneExprs returns, per column pair (and per key column), the applier's
-// write template, "" for a plain value. It refuses a conversion to TIMESTAMP
-// from a type whose literal the applier cannot convert in the zone the same
-// way (character or numeric columns) unless the zone is UTC.
-func (m *migrator) zoneExprs(p *Plan) (exprs, keyExprs []string, err error) {
-	if m.sem.UTC {
-		return nil, nil, nil
-	}
+// convExprs returns, per column pair (and per key column), the applier's
+// write template, "" for a plain value, or refuses a conversion the applier
+// cannot make the way the server's ALTER makes it.
+func (m *migrator) convExprs(p *Plan) (exprs, keyExprs []string, err error) {
 	expr := func(src, gh string) (string, error) {
 		sc := m.source.Columns[m.source.ColumnIndex(src)]
 		gi := p.Ghost.ColumnIndex(gh)
 		if gi < 0 {
 			return "", nil
 		}
-		gc := p.Ghost.Columns[gi]
-		return zoneExpr(sc, gc, m.sem.TimeZone)
+		return convExpr(sc, p.Ghost.Columns[gi], m.sem)
 	}
+	used := false
 	for _, pr := range p.Pairs {
 		e, err := expr(pr.Source, pr.Ghost)
 		if err != nil {
 			return nil, nil, err
 		}
 		exprs = append(exprs, e)
+		used = used || e != ""
 	}
 	for i, k := range p.KeySource {
 		e, err := expr(k, p.KeyGhost[i])
@@ -47,19 +44,160 @@ func (m *migrator) zoneExprs(p *Plan) (exprs, keyExprs []string, err error) {
 			return nil, nil, err
 		}
 		keyExprs = append(keyExprs, e)
+		used = used || e != ""
+	}
+	if !used {
+		return nil, nil, nil
 	}
 	return exprs, keyExprs, nil
 }
 
-// zoneExpr is one column's template (see zoneExprs).
-func zoneExpr(sc, gc table.Column, zone string) (string, error) {
-	srcTS, ghTS := sc.DataType == "timestamp", gc.DataType == "timestamp"
-	if srcTS == ghTS {
+// Type families, for deciding how a value converts.
+func isInt(t string) bool {
+	switch t {
+	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint":
+		return true
+	}
+	return false
+}
+
+func isNumeric(t string) bool {
+	return isInt(t) || t == "decimal" || t == "float" || t == "double" || t == "year" || t == "bit"
+}
+
+func isChar(t string) bool {
+	switch t {
+	case "char", "varchar", "tinytext", "text", "mediumtext", "longtext", "binary", "varbinary",
+		"tinyblob", "blob", "mediumblob", "longblob", "json", "enum", "set":
+		return true
+	}
+	return false
+}
+
+// convExpr is one column's template (see convExprs). The binlog image's
+// literal must reach the new column as the server's own field-to-field copy
+// would convert the old column's value:
+//   - FLOAT/DOUBLE: the image is a Go float, interpolated as a decimal
+//     literal: it is made a DOUBLE again (the server rounds a double to an
+//     integer half-to-even, a decimal half-up), and a FLOAT rendered as text
+//     takes FLOAT's 6 significant digits;
+//   - DECIMAL, DATE, TIME, DATETIME images are strings: made their type
+//     again before a numeric conversion;
+//   - ENUM/SET images are member names: a number is the member's index or
+//     the set's bitmask;
+//   - BIT images are integers: as text they are the column's bytes;
+//   - TIMESTAMP images are UTC: converted in the migration's time zone.
+func convExpr(sc, gc table.Column, sem dbconn.Semantics) (string, error) {
+	st, gt := sc.DataType, gc.DataType
+	if strings.EqualFold(sc.ColumnType, gc.ColumnType) && st != "timestamp" {
+		return "", nil // the same type: charsets aside (Charsets), the value is the value
+	}
+	if st == "timestamp" || gt == "timestamp" {
+		if st == gt {
+			return "", nil
+		}
+		if !sem.UTC {
+			return zoneExpr(sc, gc, sem.TimeZone)
+		}
+		if st == "timestamp" && isNumeric(gt) {
+			return fmt.Sprintf("CAST(? AS DATETIME(%d))", fsp(sc)), nil
+		}
 		return "", nil
 	}
+	switch st {
+	case "float":
+		switch {
+		case gt == "float":
+			return "", nil
+		case isChar(gt):
+			return "CONCAT(CAST(? AS FLOAT))", nil
+		}
+		return "CAST(? AS DOUBLE)", nil
+	case "double":
+		if isChar(gt) {
+			return "", nil
+		}
+		return "CAST(? AS DOUBLE)", nil
+	case "decimal":
+		if gt == "decimal" || isChar(gt) {
+			return "", nil
+		}
+		return "CAST(? AS DECIMAL(" + typeArgs(sc.ColumnType) + "))", nil
+	case "date", "time", "datetime":
+		if !isNumeric(gt) {
+			return "", nil
+		}
+		if st == "date" {
+			return "CAST(? AS DATE)", nil
+		}
+		return fmt.Sprintf("CAST(? AS %s(%d))", strings.ToUpper(st), fsp(sc)), nil
+	case "enum":
+		if !isNumeric(gt) {
+			return "", nil
+		}
+		return "IF(? IS NULL, NULL, FIELD(?, " + members(sc.Elements) + "))", nil
+	case "set":
+		if !isNumeric(gt) {
+			return "", nil
+		}
+		var terms []string
+		for i, e := range sc.Elements {
+			terms = append(terms, fmt.Sprintf("(FIND_IN_SET(%s, ?) > 0) * %d", dbconn.QuoteString(e), uint64(1)<<i))
+		}
+		return "(" + strings.Join(terms, " + ") + ")", nil
+	}
+	return "", nil
+}
+
+// copyExprs returns, per column pair, the copy's SELECT expression where
+// INSERT ... SELECT of the plain column converts differently from the
+// server's ALTER ("" elsewhere; nil when none): a FLOAT stored into a
+// character column is rendered with FLOAT's 6 significant digits by ALTER
+// (and by CONCAT), with a double's 17 by INSERT ... SELECT.
+func (m *migrator) copyExprs(p *Plan) []string {
+	var out []string
+	used := false
+	for _, pr := range p.Pairs {
+		sc := m.source.Columns[m.source.ColumnIndex(pr.Source)]
+		e := ""
+		if gi := p.Ghost.ColumnIndex(pr.Ghost); gi >= 0 && sc.DataType == "float" && isChar(p.Ghost.Columns[gi].DataType) {
+			e = "CONCAT(" + table.QuoteIdent(pr.Source) + ")"
+			used = true
+		}
+		out = append(out, e)
+	}
+	if !used {
+		return nil
+	}
+	return out
+}
+
+func members(es []string) string {
+	q := make([]string, len(es))
+	for i, e := range es {
+		q[i] = dbconn.QuoteString(e)
+	}
+	return strings.Join(q, ", ")
+}
+
+// typeArgs returns what is between the parentheses of a column type
+// ("10,4" of "decimal(10,4) unsigned").
+func typeArgs(ct string) string {
+	_, rest, ok := strings.Cut(ct, "(")
+	if !ok {
+		return "10,0"
+	}
+	args, _, _ := strings.Cut(rest, ")")
+	return args
+}
+
+// zoneExpr is the template of a change to or from TIMESTAMP in a zone other
+// than UTC: the server renders a TIMESTAMP in its zone, and reads a local
+// time into a TIMESTAMP in it.
+func zoneExpr(sc, gc table.Column, zone string) (string, error) {
+	srcTS := sc.DataType == "timestamp"
 	z := dbconn.QuoteString(zone)
 	if srcTS {
-		// The server renders the TIMESTAMP in its zone, then converts that.
 		d := fmt.Sprintf("CAST(? AS DATETIME(%d))", fsp(sc))
 		return "COALESCE(CONVERT_TZ(" + d + ", '+00:00', " + z + "), " + d + ")", nil
 	}

@@ -111,7 +111,7 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 	ctl := m.control() // control.go: throttle, status, settings changed at run time
 	cp, err := copier.New(m.db, copier.Config{
 		Source: m.source, Ghost: ghostQ,
-		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan),
+		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan), SourceExprs: plan.CopyExprs,
 		KeyColumns: plan.KeySource, KeyIndex: plan.KeyIndex,
 		ChunkTime: o.ChunkTime, MaxChunk: o.MaxChunkRows, Threads: o.Threads, Logger: o.Logger, Throttle: ctl.throttleWait,
 		Start: checkpoint.DecodeKey(m.source, plan.KeySource, state.Watermark),

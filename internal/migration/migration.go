@@ -31,9 +31,11 @@ type Plan struct {
 	// Exprs and KeyExprs are the applier's write templates per pair and per
 	// key column (convert.go); nil: plain values.
 	Exprs, KeyExprs []string
-	GhostName       string
-	OldName         string
-	RowEstimate     int64
+	// CopyExprs are the copy's SELECT expressions per pair (convert.go).
+	CopyExprs   []string
+	GhostName   string
+	OldName     string
+	RowEstimate int64
 
 	// MethodReason says why Method was chosen (instant.go).
 	MethodReason string
@@ -247,9 +249,10 @@ func (m *migrator) plan(ghost *table.Table) (*Plan, error) {
 			p.Ordered = true
 		}
 	}
-	if p.Exprs, p.KeyExprs, err = m.zoneExprs(p); err != nil {
+	if p.Exprs, p.KeyExprs, err = m.convExprs(p); err != nil {
 		return nil, err
 	}
+	p.CopyExprs = m.copyExprs(p)
 	return p, nil
 }
 
