@@ -38,8 +38,8 @@ func (m *migrator) convExprs(p *Plan) (exprs, keyExprs []string, err error) {
 		exprs = append(exprs, e)
 		used = used || e != ""
 	}
-	for i, k := range p.KeySource {
-		e, err := expr(k, p.KeyGhost[i])
+	for i, k := range p.ApplyKeySource {
+		e, err := expr(k, p.ApplyKeyGhost[i])
 		if err != nil {
 			return nil, nil, err
 		}

@@ -246,14 +246,14 @@ func (m *migrator) newApplier(db *sql.DB, plan *Plan) (*apply.Applier, error) {
 	}
 	var keyIdx []int
 	var keyCharsets []string
-	for i, k := range plan.KeySource {
+	for i, k := range plan.ApplyKeySource {
 		keyIdx = append(keyIdx, m.source.ColumnIndex(k))
-		keyCharsets = append(keyCharsets, convertFrom(m.source, plan.Ghost, k, plan.KeyGhost[i]))
+		keyCharsets = append(keyCharsets, convertFrom(m.source, plan.Ghost, k, plan.ApplyKeyGhost[i]))
 	}
 	return apply.New(db, apply.Config{
 		Ghost:         table.QuoteIdent(m.opts.Database) + "." + table.QuoteIdent(GhostName(m.opts.Table)),
 		SourceColumns: srcIdx, GhostColumns: ghostCols,
-		KeySource: keyIdx, KeyGhost: plan.KeyGhost,
+		KeySource: keyIdx, KeyGhost: plan.ApplyKeyGhost,
 		Charsets: charsets, KeyCharsets: keyCharsets,
 		Exprs: plan.Exprs, KeyExprs: plan.KeyExprs,
 		Ordered: plan.Ordered, Workers: m.opts.ApplyThreads, Logger: m.opts.Logger,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,8 +27,11 @@ type Plan struct {
 	Pairs     []ddl.ColumnPair
 	KeySource []string
 	KeyGhost  []string
-	KeyIndex  string
-	Ordered   bool // the key is collation-sensitive: one applier worker
+	// ApplyKeySource and ApplyKeyGhost identify rows for the applier: the
+	// key above, or the new table's unique key that widens it (ddl.ApplyKey).
+	ApplyKeySource, ApplyKeyGhost []string
+	KeyIndex                      string
+	Ordered                       bool // the key is collation-sensitive: one applier worker
 	// Exprs and KeyExprs are the applier's write templates per pair and per
 	// key column (convert.go); nil: plain values.
 	Exprs, KeyExprs []string
@@ -244,7 +248,11 @@ func (m *migrator) plan(ghost *table.Table) (*Plan, error) {
 	if p.KeyIndex == "" {
 		return nil, fmt.Errorf("internal: no index holds the key (%s)", strings.Join(ks, ", "))
 	}
-	for _, k := range ks {
+	p.ApplyKeySource, p.ApplyKeyGhost = ddl.ApplyKey(m.source, ghost, pairs, ks, kg)
+	if p.ApplyKeySource == nil {
+		return nil, fmt.Errorf("internal: no key identifies rows in the new table (%s)", strings.Join(kg, ", "))
+	}
+	for _, k := range append(slices.Clone(ks), p.ApplyKeySource...) {
 		if m.source.Columns[m.source.ColumnIndex(k)].CollationSensitive() {
 			p.Ordered = true
 		}
