@@ -178,7 +178,7 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 		ctl.setPhase(status.PhaseChecksum)
 		cs, err := checksum.Run(runCtx, m.db, checksum.Config{
 			Source: m.source, Ghost: plan.Ghost,
-			SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan),
+			SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan), SourceExprs: plan.CopyExprs,
 			KeySource: plan.KeySource, KeyGhost: plan.KeyGhost, KeyIndex: plan.KeyIndex,
 			Align: pump.align, Pause: o.Pause, Logger: o.Logger,
 		})

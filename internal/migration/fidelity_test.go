@@ -208,6 +208,58 @@ func TestFidelity(t *testing.T) {
 		}
 		t.Run(c.name, func(t *testing.T) { runFidelity(t, int64(i), c, 1500) })
 	}
+	if only == "" || strings.Contains(only, "checksum") {
+		t.Run("checksum-changed-types", testChecksumChangedTypes)
+	}
+}
+
+// testChecksumChangedTypes: the checksum compares a column whose type
+// changed (the new value against the server's conversion of the old one):
+// a corrupted value of it is found and repaired, no column is skipped.
+func testChecksumChangedTypes(t *testing.T) {
+	for _, tc := range []struct{ alter, col, corrupt string }{
+		{"MODIFY f DOUBLE NULL", "f", "f + 1"},
+		{"MODIFY d FLOAT NULL", "d", "d + 1"},
+		{"MODIFY dc DECIMAL(10,2) NULL", "dc", "dc + 1"},
+		{"MODIFY f VARCHAR(40) NULL", "f", "CONCAT(f, '1')"},
+		{"MODIFY i VARCHAR(20) NULL", "i", "i - 1"},
+		{"MODIFY dt TIMESTAMP(3) NULL", "dt", "dt + INTERVAL 1 SECOND"},
+		{"MODIFY ts DATETIME(3) NULL", "ts", "ts + INTERVAL 1 SECOND"},
+		{"MODIFY ts VARCHAR(40) NULL", "ts", "CONCAT(ts, '1')"},
+		{"MODIFY dt DATETIME(6) NULL", "dt", "dt + INTERVAL 1 SECOND"},
+		{"MODIFY dt BIGINT NULL", "dt", "dt + 1"},
+		{"MODIFY e INT NULL", "e", "e + 1"},
+		{"MODIFY e VARCHAR(10) NULL", "e", "CONCAT(e, 'x')"},
+		{"MODIFY b INT NULL", "b", "b + 1"},
+		{"MODIFY y INT NULL", "y", "y + 1"},
+		{"MODIFY tm TIME NULL", "tm", "tm + INTERVAL 1 SECOND"},
+	} {
+		t.Run(tc.col+"-"+strings.Fields(tc.alter)[2], func(t *testing.T) {
+			ctx := ctxFor(t, 2*time.Minute)
+			schema := testutil.NewSchema(t)
+			db := serverDB(t, schema)
+			testutil.Exec(t, db, fidelityTable)
+			r := rand.New(rand.NewPCG(7, 7))
+			var vals []string
+			for range 300 {
+				vals = append(vals, randRow(r))
+			}
+			testutil.Exec(t, db, "INSERT INTO t ("+strings.Join(fidelityCols, ",")+") VALUES "+strings.Join(vals, ","))
+			o := testOptions(t, schema, "t", tc.alter)
+			o.Pause = func(ctx context.Context, point string) {
+				if point == "checksum:round1" {
+					testutil.Exec(t, db, "UPDATE _t_new SET "+tc.col+" = "+tc.corrupt+" WHERE "+tc.col+" IS NOT NULL ORDER BY id LIMIT 1")
+				}
+			}
+			res, err := Run(ctx, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Checksum.Skipped) > 0 || res.Checksum.Repaired == 0 {
+				t.Errorf("checksum: %+v; want the corrupted %s found and repaired, nothing skipped", res.Checksum, tc.col)
+			}
+		})
+	}
 }
 
 // serverDB opens a pool whose sessions take the server's global settings
