@@ -38,6 +38,9 @@ const fidelityMode = "STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 
 const fidelityZone = "+05:00"
 
+// fidelityRows is the table size of the suite (the stress variant's is larger).
+const fidelityRows = 1500
+
 type fidelityCase struct {
 	name  string
 	alter string
@@ -190,7 +193,23 @@ func randRow(r *rand.Rand) string {
 // TestFidelity runs every ALTER class of fidelityCases (not in parallel with
 // the package's other tests: it sets the server's globals).
 func TestFidelity(t *testing.T) {
-	ctx := ctxFor(t, 30*time.Minute)
+	fidelityGlobals(t)
+	only := os.Getenv("RECAST_FIDELITY")
+	for i, c := range fidelityCases {
+		if only != "" && !strings.Contains(","+only+",", ","+c.name+",") {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) { runFidelity(t, int64(i), c, fidelityRows) })
+	}
+	if only == "" || strings.Contains(only, "checksum") {
+		t.Run("checksum-changed-types", testChecksumChangedTypes)
+	}
+}
+
+// fidelityGlobals sets the server's sql_mode and time_zone for the test and
+// restores them after.
+func fidelityGlobals(t *testing.T) {
+	ctx := ctxFor(t, time.Minute)
 	admin := testutil.DB(t, "")
 	var oldMode, oldZone string
 	if err := admin.QueryRowContext(ctx, "SELECT @@GLOBAL.sql_mode, @@GLOBAL.time_zone").Scan(&oldMode, &oldZone); err != nil {
@@ -201,16 +220,6 @@ func TestFidelity(t *testing.T) {
 		_, _ = admin.ExecContext(context.Background(), "SET GLOBAL sql_mode = '"+oldMode+"'")
 		_, _ = admin.ExecContext(context.Background(), "SET GLOBAL time_zone = '"+oldZone+"'")
 	})
-	only := os.Getenv("RECAST_FIDELITY")
-	for i, c := range fidelityCases {
-		if only != "" && !strings.Contains(","+only+",", ","+c.name+",") {
-			continue
-		}
-		t.Run(c.name, func(t *testing.T) { runFidelity(t, int64(i), c, 1500) })
-	}
-	if only == "" || strings.Contains(only, "checksum") {
-		t.Run("checksum-changed-types", testChecksumChangedTypes)
-	}
 }
 
 // testChecksumChangedTypes: the checksum compares a column whose type
@@ -276,7 +285,7 @@ func serverDB(t *testing.T, schema string) *sql.DB {
 }
 
 func runFidelity(t *testing.T, seed int64, c fidelityCase, rows int) {
-	ctx := ctxFor(t, 5*time.Minute)
+	ctx := ctxFor(t, 15*time.Minute)
 	schema := testutil.NewSchema(t)
 	cmp := testutil.DB(t, schema) // UTC: TIMESTAMPs compare exactly
 	db := serverDB(t, schema)     // the server's sql_mode and time_zone
