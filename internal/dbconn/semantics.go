@@ -16,6 +16,9 @@ type Semantics struct {
 	// UTC: the zone renders every instant as UTC does (no conversion
 	// between TIMESTAMP and local time changes a value).
 	UTC bool
+	// DST: the zone's offset differs between winter and summer, so some
+	// local times are ambiguous (the repeated hour) or missing.
+	DST bool
 }
 
 // ReadSemantics reads the settings a migration must adopt: a session of db
@@ -38,13 +41,17 @@ func ReadSemantics(ctx context.Context, db *sql.DB, c Config) (Semantics, error)
 	}
 	// Two instants, winter and summer: a zone equal to UTC at both has no
 	// offset (and no daylight saving time) worth converting for.
-	var utc sql.NullBool
-	err = db.QueryRowContext(ctx, Tag+"SELECT CONVERT_TZ('2001-01-15 12:00:00', ?, '+00:00') = '2001-01-15 12:00:00' AND CONVERT_TZ('2001-07-15 12:00:00', ?, '+00:00') = '2001-07-15 12:00:00'",
-		s.TimeZone, s.TimeZone).Scan(&utc)
+	var utc, dst sql.NullBool
+	err = db.QueryRowContext(ctx, Tag+`SELECT
+		CONVERT_TZ('2001-01-15 12:00:00', ?, '+00:00') = '2001-01-15 12:00:00' AND CONVERT_TZ('2001-07-15 12:00:00', ?, '+00:00') = '2001-07-15 12:00:00',
+		TIMESTAMPDIFF(SECOND, '2001-01-15 12:00:00', CONVERT_TZ('2001-01-15 12:00:00', ?, '+00:00')) <>
+		TIMESTAMPDIFF(SECOND, '2001-07-15 12:00:00', CONVERT_TZ('2001-07-15 12:00:00', ?, '+00:00'))`,
+		s.TimeZone, s.TimeZone, s.TimeZone, s.TimeZone).Scan(&utc, &dst)
 	if err != nil {
 		return s, fmt.Errorf("read the server's time_zone: %w", err)
 	}
 	s.UTC = utc.Valid && utc.Bool
+	s.DST = dst.Valid && dst.Bool
 	if s.SQLMode == "" {
 		// Empty would mean "recast's default" in Config; recast adds this
 		// flag to every mode anyway.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -535,4 +536,35 @@ func tableRows(ctx context.Context, db *sql.DB, schema, name string) ([]string, 
 		out = append(out, s)
 	}
 	return out, rows.Err()
+}
+
+// TestFidelityDSTKey: with a time zone that has daylight-saving changes,
+// TIMESTAMP key values are ambiguous as text (the repeated hour), so a copy
+// keyed on a TIMESTAMP is refused with one line; a fixed-offset zone is not.
+func TestFidelityDSTKey(t *testing.T) {
+	t.Parallel()
+	tool, err := exec.LookPath("mariadb-tzinfo-to-sql")
+	if err != nil {
+		t.Skip("mariadb-tzinfo-to-sql is not installed")
+	}
+	sb := testutil.Sandbox(t)
+	load := fmt.Sprintf("%s /usr/share/zoneinfo/Europe/Paris Europe/Paris | mariadb -h%s -P%d -u%s -p%s mysql",
+		tool, sb.Primary.Host, sb.Primary.Port, sb.User, sb.Password)
+	if out, err := exec.Command("sh", "-c", load).CombinedOutput(); err != nil {
+		t.Skipf("load the Europe/Paris zone: %v: %s", err, out)
+	}
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (ts TIMESTAMP(3) NOT NULL, a INT, PRIMARY KEY (ts))",
+		"INSERT INTO t VALUES ('2001-10-28 00:30:00', 1), ('2001-10-28 01:30:00', 2), ('2001-10-28 02:30:00', 3)")
+	o := testOptions(t, schema, "t", "MODIFY a BIGINT")
+	o.Conn.SetVars = map[string]string{"time_zone": "'Europe/Paris'"}
+	_, err = Run(ctxFor(t, time.Minute), o)
+	if err == nil || !strings.Contains(err.Error(), "daylight-saving") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Run = %v; want the one-line daylight-saving refusal", err)
+	}
+	o.Conn.SetVars = map[string]string{"time_zone": "'+05:00'"}
+	if _, err := Run(ctxFor(t, time.Minute), o); err != nil {
+		t.Fatalf("a fixed-offset zone: %v", err)
+	}
 }

@@ -248,6 +248,17 @@ func (m *migrator) plan(ghost *table.Table) (*Plan, error) {
 	if p.KeyIndex == "" {
 		return nil, fmt.Errorf("internal: no index holds the key (%s)", strings.Join(ks, ", "))
 	}
+	if m.sem.DST {
+		// Key values travel as text in the server's zone: a TIMESTAMP of the
+		// hour repeated when clocks go back reads the same as another, and a
+		// chunk boundary could skip rows.
+		for _, k := range ks {
+			if m.source.Columns[m.source.ColumnIndex(k)].DataType == "timestamp" {
+				return nil, fmt.Errorf("refused: the copy key includes TIMESTAMP column %s and the time zone %s has daylight-saving changes, so key values are ambiguous in it; fix: run with --set-vars time_zone='+00:00' (changes no stored TIMESTAMP; only conversions between TIMESTAMP and other types would then use UTC)",
+					table.QuoteIdent(k), m.sem.TimeZone)
+			}
+		}
+	}
 	p.ApplyKeySource, p.ApplyKeyGhost = ddl.ApplyKey(m.source, ghost, pairs, ks, kg)
 	if p.ApplyKeySource == nil {
 		return nil, fmt.Errorf("internal: no key identifies rows in the new table (%s)", strings.Join(kg, ", "))
