@@ -96,6 +96,11 @@ type Config struct {
 type Unique struct {
 	Name    string
 	Columns []string // ghost column names, key order
+	// Enforced: a unique key of the source implies this one, so a row in
+	// the way under it is one whose own later event rewrites it (removing
+	// it is what REPLACE does, and is safe). Tables whose Uniques are all
+	// Enforced are written with REPLACE.
+	Enforced bool
 }
 
 // Displacement is a ghost row removed by the applier because the row it
@@ -105,6 +110,8 @@ type Displacement struct {
 	GhostKey []any  // the removed row's identifying key, as read from the ghost (KeyGhost order)
 	Row      string // the removed row, rendered for messages
 	By       string // the row written in its place, rendered for messages
+
+	enforced bool // under a key the source enforces: not reported
 }
 
 // Applier gathers row changes into windows and applies them.
@@ -368,7 +375,7 @@ func (a *Applier) applyUnordered(ctx context.Context, ops []op) ([]op, error) {
 	if err := a.writeRuns(ctx, dels); err != nil {
 		return nil, err
 	}
-	if len(a.cfg.Uniques) > 0 {
+	if a.guarded() {
 		return a.writeGuarded(ctx, reps)
 	}
 	return nil, a.writeRuns(ctx, reps)

@@ -16,6 +16,17 @@ import (
 // over a column the applier does not write: a new column or a generated one).
 var ErrUnresolvable = errors.New("a row cannot be written to the new table")
 
+// guarded reports whether a unique key of the ghost is not enforced by the
+// source: then a REPLACE could delete a row for good.
+func (a *Applier) guarded() bool {
+	for _, u := range a.cfg.Uniques {
+		if !u.Enforced {
+			return true
+		}
+	}
+	return false
+}
+
 // writeGuarded writes rows of tables with Uniques: per statement, a
 // transaction deletes the rows' own keys and INSERTs them, so that a
 // conflict under another unique key is an error (1062) instead of a silent
@@ -28,28 +39,32 @@ func (a *Applier) writeGuarded(ctx context.Context, ops []op) ([]op, error) {
 		n := a.batchLen(ops)
 		batch := ops[:n]
 		ops = ops[n:]
-		dup, err := a.deleteInsert(ctx, batch)
+		c, err := a.bisect(ctx, batch)
+		conflicts = append(conflicts, c...)
 		if err != nil {
 			return conflicts, err
 		}
-		if !dup {
-			continue
-		}
-		if len(batch) == 1 {
-			conflicts = append(conflicts, batch[0])
-			continue
-		}
-		for i := range batch {
-			dup, err := a.deleteInsert(ctx, batch[i:i+1])
-			if err != nil {
-				return conflicts, err
-			}
-			if dup {
-				conflicts = append(conflicts, batch[i])
-			}
-		}
 	}
 	return conflicts, nil
+}
+
+// bisect writes batch; if it meets a duplicate, it writes each half the
+// same way, down to the single rows that conflict, which it returns.
+func (a *Applier) bisect(ctx context.Context, batch []op) ([]op, error) {
+	dup, err := a.deleteInsert(ctx, batch)
+	if err != nil || !dup {
+		return nil, err
+	}
+	if len(batch) == 1 {
+		return batch, nil
+	}
+	h := len(batch) / 2
+	c1, err := a.bisect(ctx, batch[:h])
+	if err != nil {
+		return c1, err
+	}
+	c2, err := a.bisect(ctx, batch[h:])
+	return append(c1, c2...), err
 }
 
 // deleteInsert writes batch in one transaction; dup reports (after a
@@ -129,7 +144,10 @@ func (a *Applier) writeDisplacing(ctx context.Context, o op) error {
 	a.stmtCount.Add(2)
 	a.rowsOut.Add(1)
 	for _, d := range displaced {
-		a.cfg.Logger.Warn("applier: a row took another row's unique value; the other row is removed until it is restored or proven a duplicate",
+		if d.enforced {
+			continue // as REPLACE would: the row's own later event rewrites it
+		}
+		a.cfg.Logger.Debug("applier: a row took another row's unique value; the other row is removed until it is restored or proven a duplicate",
 			"key", d.Key, "removed", d.Row, "by", d.By)
 		if a.cfg.Displaced != nil {
 			a.cfg.Displaced(d)
@@ -168,7 +186,7 @@ func (a *Applier) removeConflicts(ctx context.Context, tx *sql.Tx, o op) ([]Disp
 			for i := range key {
 				key[i] = append([]byte(nil), vals[i]...)
 			}
-			found = append(found, Displacement{Key: u.Name, GhostKey: key, Row: string(vals[len(vals)-1]), By: a.render(o.image)})
+			found = append(found, Displacement{Key: u.Name, GhostKey: key, Row: string(vals[len(vals)-1]), By: a.render(o.image), enforced: u.Enforced})
 		}
 		if err := rows.Close(); err != nil {
 			return nil, err
