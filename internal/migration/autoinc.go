@@ -9,26 +9,6 @@ import (
 	"github.com/recast-osc/recast/internal/table"
 )
 
-// underLockFunc is a step of the cut-over run under the lock (see
-// cutover.Config.UnderLock).
-type underLockFunc func(ctx context.Context, locked *sql.Conn) error
-
-// chainUnderLock runs steps in order under the cut-over lock; the first
-// error ends it.
-func chainUnderLock(steps ...underLockFunc) func(ctx context.Context, locked *sql.Conn) error {
-	return func(ctx context.Context, locked *sql.Conn) error {
-		for _, s := range steps {
-			if s == nil {
-				continue
-			}
-			if err := s(ctx, locked); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-}
-
 // carryAutoIncrement raises the ghost's AUTO_INCREMENT counter to at least
 // the old table's, as the server's own ALTER keeps it: otherwise, after
 // rows with the highest ids were deleted, the new table would hand out ids
