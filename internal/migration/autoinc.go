@@ -3,7 +3,9 @@ package migration
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/table"
@@ -83,4 +85,31 @@ func counter(ctx context.Context, q interface {
 		return 0, nil
 	}
 	return uint64(v.Int64), nil
+}
+
+// checkNewAutoIncrement refuses an ALTER that makes an existing column
+// AUTO_INCREMENT while rows hold 0 in it, unless the sql_mode has
+// NO_AUTO_VALUE_ON_ZERO: the server's ALTER gives those rows new numbers (in
+// the order it copies them), which the copy cannot reproduce.
+func (m *migrator) checkNewAutoIncrement(ctx context.Context, p *Plan) error {
+	if strings.Contains(","+strings.ToUpper(m.sem.SQLMode)+",", ",NO_AUTO_VALUE_ON_ZERO,") {
+		return nil
+	}
+	for _, pr := range p.Pairs {
+		si, gi := m.source.ColumnIndex(pr.Source), p.Ghost.ColumnIndex(pr.Ghost)
+		if si < 0 || gi < 0 || m.source.Columns[si].AutoIncrement || !p.Ghost.Columns[gi].AutoIncrement {
+			continue
+		}
+		var one int
+		err := m.db.QueryRowContext(ctx, dbconn.Tag+"SELECT 1 FROM "+m.source.QuotedName()+" WHERE "+table.QuoteIdent(pr.Source)+" = 0 LIMIT 1").Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", m.source.QuotedName(), err)
+		}
+		return fmt.Errorf("refused: the ALTER makes %s AUTO_INCREMENT and rows hold 0 in it, which the server's ALTER would renumber in its copy order; fix: give those rows their numbers first, or keep the 0s with --set-vars sql_mode='<the server's mode>,NO_AUTO_VALUE_ON_ZERO'",
+			table.QuoteIdent(pr.Source))
+	}
+	return nil
 }

@@ -75,6 +75,9 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := m.checkNewAutoIncrement(ctx, plan); err != nil { // autoinc.go
+		return err
+	}
 	res.Plan = plan
 	o.Pause(ctx, "ghost-created")
 	startPos := state.Pos()

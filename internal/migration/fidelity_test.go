@@ -568,3 +568,37 @@ func TestFidelityDSTKey(t *testing.T) {
 		t.Fatalf("a fixed-offset zone: %v", err)
 	}
 }
+
+// TestFidelityNewAutoIncrement: making a column holding 0 AUTO_INCREMENT
+// renumbers those rows in the server's ALTER (in its copy order), which the
+// copy cannot reproduce: refused in one line, table untouched. With
+// NO_AUTO_VALUE_ON_ZERO in the mode the server keeps the 0s, and so does
+// recast.
+func TestFidelityNewAutoIncrement(t *testing.T) {
+	t.Parallel()
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, a INT)", "INSERT INTO t VALUES (0, 1), (5, 2), (7, 3)")
+	before := testutil.TableChecksum(t, db, schema, "t", "id")
+	o := testOptions(t, schema, "t", "MODIFY id INT NOT NULL AUTO_INCREMENT")
+	_, err := Run(ctxFor(t, time.Minute), o)
+	if err == nil || !strings.Contains(err.Error(), "NO_AUTO_VALUE_ON_ZERO") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Run = %v; want the one-line refusal", err)
+	}
+	if after := testutil.TableChecksum(t, db, schema, "t", "id"); after != before {
+		t.Fatal("the table changed")
+	}
+	// The server's own ALTER does renumber (the reason for the refusal).
+	testutil.Exec(t, db, "CREATE TABLE n LIKE t", "INSERT INTO n SELECT * FROM t", "ALTER TABLE n MODIFY id INT NOT NULL AUTO_INCREMENT")
+	var zero int
+	if err := db.QueryRow("SELECT COUNT(*) FROM n WHERE id = 0").Scan(&zero); err != nil || zero != 0 {
+		t.Fatalf("the server's ALTER kept the 0 (%d, %v): the refusal is not needed", zero, err)
+	}
+	o.Conn.SetVars = map[string]string{"sql_mode": "'STRICT_TRANS_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'"}
+	if _, err := Run(ctxFor(t, time.Minute), o); err != nil {
+		t.Fatalf("with NO_AUTO_VALUE_ON_ZERO: %v", err)
+	}
+	if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE id = 0").Scan(&zero); err != nil || zero != 1 {
+		t.Fatalf("the 0 row: %d, %v", zero, err)
+	}
+}

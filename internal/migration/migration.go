@@ -224,7 +224,11 @@ func (m *migrator) planDry(ctx context.Context) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.plan(gt)
+	p, err := m.plan(gt)
+	if err != nil {
+		return nil, err
+	}
+	return p, m.checkNewAutoIncrement(ctx, p)
 }
 
 // plan maps the columns and picks the key, given the ghost's definition.

@@ -21,15 +21,16 @@ type Querier interface {
 
 // Column is one column of a table, in ordinal order.
 type Column struct {
-	Name       string
-	DataType   string // lower case: int, varchar, enum, ...
-	ColumnType string // full type: "int(10) unsigned", "enum('a','b')"
-	Nullable   bool
-	Unsigned   bool
-	Charset    string // empty for non-character columns
-	Collation  string
-	Generated  bool     // VIRTUAL or STORED generated column: never written
-	Elements   []string // ENUM / SET members in declaration order
+	Name          string
+	DataType      string // lower case: int, varchar, enum, ...
+	ColumnType    string // full type: "int(10) unsigned", "enum('a','b')"
+	Nullable      bool
+	Unsigned      bool
+	Charset       string // empty for non-character columns
+	Collation     string
+	Generated     bool     // VIRTUAL or STORED generated column: never written
+	AutoIncrement bool     // the table's AUTO_INCREMENT column
+	Elements      []string // ENUM / SET members in declaration order
 }
 
 // Index is one index; Columns are in key order.
@@ -128,6 +129,7 @@ func (t *Table) loadColumns(ctx context.Context, q Querier) error {
 		}
 		extra = strings.ToUpper(extra)
 		c.Generated = strings.Contains(extra, "GENERATED")
+		c.AutoIncrement = strings.Contains(extra, "AUTO_INCREMENT")
 		if c.DataType == "enum" || c.DataType == "set" {
 			c.Elements = parseElements(c.ColumnType)
 		}
