@@ -82,7 +82,7 @@ func isChar(t string) bool {
 //     integer half-to-even, a decimal half-up), and a FLOAT rendered as text
 //     takes FLOAT's 6 significant digits;
 //   - DECIMAL, DATE, TIME, DATETIME images are strings: made their type
-//     again before a numeric conversion;
+//     again before a numeric or temporal conversion;
 //   - ENUM/SET images are member names: a number is the member's index or
 //     the set's bitmask;
 //   - BIT images are integers: as text they are the column's bytes;
@@ -124,11 +124,17 @@ func convExpr(sc, gc table.Column, sem dbconn.Semantics) (string, error) {
 		}
 		return "CAST(? AS DECIMAL(" + typeArgs(sc.ColumnType) + "))", nil
 	case "date", "time", "datetime":
-		if !isNumeric(gt) {
+		// Into numbers and into other temporal types (a TIME becomes a
+		// DATETIME of today) the value converts from its own type.
+		if gt == st || isChar(gt) {
 			return "", nil
 		}
 		if st == "date" {
 			return "CAST(? AS DATE)", nil
+		}
+		if st == "time" && (gt == "datetime" || gt == "date") && !sem.UTC {
+			// A TIME becomes a time of today: today in the migration's zone.
+			return fmt.Sprintf("TIMESTAMP(DATE(CONVERT_TZ(UTC_TIMESTAMP(), '+00:00', %s)), CAST(? AS TIME(%d)))", dbconn.QuoteString(sem.TimeZone), fsp(sc)), nil
 		}
 		return fmt.Sprintf("CAST(? AS %s(%d))", strings.ToUpper(st), fsp(sc)), nil
 	case "enum":
