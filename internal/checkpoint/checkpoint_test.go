@@ -115,7 +115,9 @@ func TestReadErrors(t *testing.T) {
 		{"no table", nil, &mysql.MySQLError{Number: 1146, Message: "Table 's._t_chk' doesn't exist"},
 			func(err error) bool { return errors.Is(err, ErrNone) }},
 		{"other server error", nil, &mysql.MySQLError{Number: 1045, Message: "denied"},
-			func(err error) bool { return err != nil && !errors.Is(err, ErrNone) && strings.Contains(err.Error(), "read the checkpoint") }},
+			func(err error) bool {
+				return err != nil && !errors.Is(err, ErrNone) && strings.Contains(err.Error(), "read the checkpoint")
+			}},
 		{"malformed JSON", ptr(`{"version":1,`), nil,
 			func(err error) bool { return err != nil && strings.Contains(err.Error(), "unreadable") }},
 		{"wrong type", ptr(`{"version":1,"offset":"x"}`), nil,
