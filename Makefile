@@ -5,7 +5,7 @@ GO ?= go
 # staticcheck 2025.1.1 (the module proxy knows it by its module version).
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
-.PHONY: all build test stress lint demo clean
+.PHONY: all build test unit stress lint demo clean
 
 all: build
 
@@ -17,6 +17,11 @@ build:
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
+
+# Unit tests only: no server is started (testutil.Main under -short), the
+# tests that need one are skipped. Seconds, not minutes.
+unit:
+	$(GO) test -short -race -count=1 -timeout 5m ./...
 
 # Long randomized and cut-over stress tests (files with //go:build stress).
 stress:

@@ -12,6 +12,10 @@
 //	                    (stop it with `recast sandbox down --dir DIR`)
 //	RECAST_TEST_LOG=1   log the sandbox's progress to stderr
 //
+// With -short (go test -short) no sandbox is started: only the tests that
+// need no server run, and those that call Sandbox (or NewSchema, DB, ...)
+// are skipped.
+//
 // Sandboxes of test binaries that died without cleaning up (e.g. killed by
 // go test's -timeout) are stopped and removed by the next Main.
 package testutil
@@ -24,6 +28,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -64,6 +69,12 @@ var (
 // tests, stops the sandbox and removes its dir. It returns the exit code for
 // os.Exit.
 func Main(m *testing.M, replicas int) int {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Short() {
+		return m.Run()
+	}
 	level := slog.LevelWarn
 	if os.Getenv("RECAST_TEST_LOG") == "1" {
 		level = slog.LevelInfo
@@ -274,6 +285,9 @@ func closeAdmin() {
 func Sandbox(t testing.TB) *sandbox.Sandbox {
 	t.Helper()
 	if current == nil {
+		if testing.Short() {
+			t.Skip("testutil: needs a MariaDB sandbox, not started under -short")
+		}
 		t.Fatal("testutil: no sandbox; call testutil.Main from TestMain: func TestMain(m *testing.M) { os.Exit(testutil.Main(m, 1)) }")
 	}
 	return current
