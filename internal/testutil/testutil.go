@@ -112,7 +112,10 @@ func Main(m *testing.M, replicas int) int {
 	// their own process groups) still clean up.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	defer func() {
+		signal.Stop(sigs)
+		close(sigs) // ends the goroutine below (nothing is sent after Stop)
+	}()
 	go func() {
 		if sig, ok := <-sigs; ok {
 			fmt.Fprintf(os.Stderr, "testutil: %v: stopping sandbox\n", sig)
