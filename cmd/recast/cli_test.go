@@ -142,6 +142,7 @@ func snapshot(t *testing.T, db *sql.DB, schema string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer rows.Close()
 	type tb struct{ name, typ string }
 	var tbs []tb
 	for rows.Next() {
@@ -151,7 +152,9 @@ func snapshot(t *testing.T, db *sql.DB, schema string) string {
 		}
 		tbs = append(tbs, x)
 	}
-	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 	var b strings.Builder
 	for _, x := range tbs {
 		fmt.Fprintf(&b, "%s(%s", x.name, x.typ)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -231,10 +230,7 @@ func (p *proxy) pipe(dst, src net.Conn, fromServer bool) {
 				return
 			}
 		}
-		if err != nil {
-			if err != io.EOF {
-				dst.Close()
-			}
+		if err != nil { // EOF or broken: pass it on
 			dst.Close()
 			return
 		}
