@@ -120,11 +120,88 @@ func TestCoalesce(t *testing.T) {
 	if got := a.Stats().Changes; got != 9 {
 		t.Errorf("Stats.Changes = %d, want 9 (every row change received)", got)
 	}
-	a.mu.Lock()
-	end := a.window.end
-	a.mu.Unlock()
-	if end.Offset != 600 {
-		t.Errorf("window end %v, want offset 600", end)
+}
+
+func pos(off uint32) binlog.Position { return binlog.Position{File: "bin.000001", Offset: off} }
+
+// boundary is a transaction boundary (a commit) at off.
+func boundary(off uint32) binlog.Event { return binlog.Event{Pos: pos(off), Boundary: true} }
+
+// TestAppliedAtBoundaries: Applied() advances only when a flushed window
+// ends at a transaction boundary, to that boundary, never backwards, and
+// WaitApplied returns once it has reached the position asked for.
+func TestAppliedAtBoundaries(t *testing.T) {
+	ctx := context.Background()
+	db, rec := fakeDB(t)
+	a := newApplier(t, db, testConfig())
+	a.SetApplied(pos(4))
+
+	// Rows of a transaction whose commit has not been seen: written, but the
+	// applied position stays.
+	a.Add(ev(100, ins(row(1, "a")))) // Boundary false: lies after 100
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.all()) != 1 {
+		t.Fatalf("the rows were not written: %v", rec.all())
+	}
+	if got := a.Applied(); got != pos(4) {
+		t.Fatalf("Applied = %v after rows without their commit, want %v", got, pos(4))
+	}
+
+	// The commit alone (no rows) moves it.
+	a.Add(boundary(150))
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Applied(); got != pos(150) {
+		t.Fatalf("Applied = %v after the commit, want %v", got, pos(150))
+	}
+
+	// A window with rows then a commit ends at the commit.
+	waited := make(chan error, 1)
+	go func() { waited <- a.WaitApplied(ctx, pos(300)) }()
+	a.Add(ev(150, ins(row(2, "b"))))
+	a.Add(boundary(300))
+	a.Add(ev(300, ins(row(3, "c")))) // the next transaction's rows: after 300
+	select {
+	case err := <-waited:
+		t.Fatalf("WaitApplied(300) returned %v before the flush", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Applied(); got != pos(300) {
+		t.Fatalf("Applied = %v, want the last boundary %v", got, pos(300))
+	}
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitApplied(300) still waiting after Applied reached 300")
+	}
+	if err := a.WaitApplied(ctx, pos(250)); err != nil {
+		t.Fatalf("WaitApplied of a passed position: %v", err)
+	}
+
+	// Never backwards.
+	a.SetApplied(pos(1000))
+	a.Add(boundary(600))
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Applied(); got != pos(1000) {
+		t.Errorf("Applied moved back to %v", got)
+	}
+
+	// WaitApplied ends with its context.
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := a.WaitApplied(cctx, pos(5000)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitApplied past the end: %v, want the context's error", err)
 	}
 }
 
