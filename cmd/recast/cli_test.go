@@ -17,7 +17,7 @@ import (
 	"github.com/recast-osc/recast/internal/testutil"
 )
 
-func TestMain(m *testing.M) { os.Exit(testutil.Main(m, 0)) }
+func TestMain(m *testing.M) { os.Exit(testutil.NoLeaks(testutil.Main(m, 0))) }
 
 // The account the CLI tests connect as: a distinctive password, so that the
 // tests can assert it never appears in recast's output.
