@@ -297,14 +297,26 @@ func TestImageBytesAndPlaceholders(t *testing.T) {
 	if got := imageBytes([]any{int64(1), nil, []byte("abc"), "de", 1.5}); got != 8+8+7+6+8 {
 		t.Errorf("imageBytes = %d", got)
 	}
-	if got := placeholders(3, nil); got != "?,?,?" {
+	if got := placeholders(3, nil, nil); got != "?,?,?" {
 		t.Errorf("placeholders = %q", got)
 	}
-	if got := placeholders(3, []string{"", "latin1"}); got != "?,CONVERT(? USING latin1),?" {
+	if got := placeholders(3, []string{"", "latin1"}, nil); got != "?,CONVERT(? USING latin1),?" {
 		t.Errorf("placeholders with charsets = %q", got)
 	}
-	if got := placeholders(0, nil); got != "" {
+	if got := placeholders(0, nil, nil); got != "" {
 		t.Errorf("placeholders(0) = %q", got)
+	}
+	// A template wins over a charset; each of its "?" takes the value.
+	if got := placeholders(3, []string{"", "latin1"}, []string{"", "IF(? IS NULL, NULL, FIELD(?, 'a'))"}); got != "?,IF(? IS NULL, NULL, FIELD(?, 'a')),?" {
+		t.Errorf("placeholders with templates = %q", got)
+	}
+	exprs := []string{"", "IF(? IS NULL, NULL, FIELD(?, 'a'))"}
+	var args []any
+	for j, v := range []any{int64(1), "a", int64(3)} {
+		args = appendArg(args, v, exprs, j)
+	}
+	if fmt.Sprint(args) != "[1 a a 3]" {
+		t.Errorf("appendArg = %v", args)
 	}
 }
 
