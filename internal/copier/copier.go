@@ -359,6 +359,9 @@ func (c *Copier) copyChunk(ctx context.Context, lo, hi []any) (int64, error) {
 		rows, _ = res.RowsAffected()
 		return c.checkWarnings(ctx, conn, lo, hi)
 	})
+	if errors.Is(err, ErrDataChange) {
+		return 0, err // names the row already
+	}
 	if err != nil {
 		return 0, fmt.Errorf("copy chunk after %v: %w", lo, err)
 	}
