@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/recast-osc/recast/internal/cutover"
 	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/table"
 )
@@ -65,8 +66,18 @@ func (m *migrator) carryAutoIncrement(ctx context.Context, locked *sql.Conn) err
 	if old <= cur {
 		return nil
 	}
-	if _, err := m.db.ExecContext(ctx, fmt.Sprintf("%sALTER TABLE %s AUTO_INCREMENT = %d", dbconn.Tag, ghostQ, old)); err != nil {
-		return fmt.Errorf("auto-increment: raise the new table's counter to the old one's (%d): %w", old, err)
+	stmt := fmt.Sprintf("ALTER TABLE %s AUTO_INCREMENT = %d", ghostQ, old)
+	if locked != nil && (m.checks == nil || m.checks.Flavor != "mysql") {
+		// Under the cut-over lock: never wait long for the ghost's metadata
+		// lock (a session reading the ghost); the attempt is retried.
+		stmt = "SET STATEMENT lock_wait_timeout = 2 FOR " + stmt
+	}
+	if _, err := m.db.ExecContext(ctx, dbconn.Tag+stmt); err != nil {
+		err = fmt.Errorf("auto-increment: raise the new table's counter to the old one's (%d): %w", old, err)
+		if locked != nil && dbconn.Retryable(err) {
+			return fmt.Errorf("%w: %w", cutover.ErrRetry, err)
+		}
+		return err
 	}
 	m.opts.Logger.Info("auto-increment carried over", "from", cur, "to", old, "under_lock", locked != nil)
 	return nil
