@@ -84,6 +84,9 @@ type Control struct {
 	db       *sql.DB // the primary (validating load variables)
 	estimate int64
 	blockers []mdl.Blocker
+	// copiedBefore: rows a resumed run's predecessors copied (progress
+	// counts them).
+	copiedBefore int64
 
 	samples []sample // the meter's, oldest first
 }
@@ -201,9 +204,10 @@ func (c *Control) applierDelay() time.Duration {
 // start runs the throttle (replica discovery, heartbeat, throttler) and
 // the meter for the copy pipeline until ctx ends; abort cancels the
 // pipeline. stop ends them and drops the heartbeat table.
-func (c *Control) start(ctx context.Context, m *migrator, abort context.CancelCauseFunc, cp *copier.Copier, ap *apply.Applier, p *pump, estimate int64) (stop func(), err error) {
+func (c *Control) start(ctx context.Context, m *migrator, abort context.CancelCauseFunc, cp *copier.Copier, ap *apply.Applier, p *pump, estimate, copiedBefore int64) (stop func(), err error) {
 	o := m.opts
 	c.mu.Lock()
+	c.copiedBefore = copiedBefore
 	c.cancelRun = abort
 	c.cp, c.ap, c.pump, c.estimate, c.db = cp, ap, p, estimate, m.db
 	aborted, maxLag := c.aborted, c.maxLag
@@ -612,7 +616,10 @@ func (c *Control) takeSample(ctx context.Context, db *sql.DB) {
 	if cp == nil {
 		return
 	}
-	s := sample{at: time.Now(), rows: cp.Progress().Rows, phase: phase, endBytes: -1, appliedBytes: -1}
+	c.mu.Lock()
+	before := c.copiedBefore
+	c.mu.Unlock()
+	s := sample{at: time.Now(), rows: before + cp.Progress().Rows, phase: phase, endBytes: -1, appliedBytes: -1}
 	st := ap.Stats()
 	s.received, s.written, s.applied = st.Changes, st.Rows, p.applied.Load()
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -748,7 +755,7 @@ func (c *Control) History() []status.Sample {
 }
 
 func (c *Control) percent(rows int64, phase string) float64 {
-	if c.cp != nil && c.cp.Progress().Done && rows == c.cp.Progress().Rows {
+	if c.cp != nil && c.cp.Progress().Done && rows == c.copiedBefore+c.cp.Progress().Rows {
 		return 100
 	}
 	if phase != status.PhaseInspect && phase != status.PhaseCopy {
@@ -792,7 +799,8 @@ func (c *Control) Status() status.Snapshot {
 	r := c.ratesLocked()
 	if c.cp != nil {
 		pr := c.cp.Progress()
-		s.Copy = status.Copy{RowsCopied: pr.Rows, RowsEstimated: c.estimate, Percent: c.percent(pr.Rows, c.phase),
+		rows := c.copiedBefore + pr.Rows
+		s.Copy = status.Copy{RowsCopied: rows, RowsEstimated: c.estimate, Percent: c.percent(rows, c.phase),
 			RowsPerSecond: r.copy, Chunks: pr.Chunks, ChunkSize: pr.ChunkSize, InFlight: pr.InFlight, Done: pr.Done}
 	}
 	if c.ap != nil {

@@ -47,6 +47,11 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		switch {
+		case save == nil && o.Resume:
+			// The resumed run failed before its pipeline started: the
+			// interrupted run's ghost and checkpoint are all there is.
+			err = fmt.Errorf("%w; the helper tables (%s, %s) are kept for another --resume, or recast cleanup", err, ghostQ, chkQ)
+			return
 		case save == nil:
 		case ctx.Err() != nil:
 			// Interrupted: keep the ghost and the checkpoint for --resume.
@@ -125,7 +130,7 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	pump := &pump{stream: stream, ap: ap, swapped: make(chan struct{}), delay: ctl.applierDelay}
-	stopCtl, err := ctl.start(runCtx, m, cancel, cp, ap, pump, plan.RowEstimate)
+	stopCtl, err := ctl.start(runCtx, m, cancel, cp, ap, pump, plan.RowEstimate, state.CopiedRows)
 	if err != nil {
 		return err
 	}

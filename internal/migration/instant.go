@@ -210,6 +210,10 @@ func (m *migrator) planDryMethod(ctx context.Context, ch methodChoice) (*Plan, e
 			return nil, err
 		}
 		p.MethodReason = ch.reason
+		if m.resume != nil {
+			st := m.resume.state
+			p.Resume = &st
+		}
 		return p, nil
 	}
 	return m.nativePlan(ch), nil
