@@ -194,7 +194,8 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config) (st attemptStats, 
 	if err != nil {
 		return st, fmt.Errorf("%w: %w", errRetry, err)
 	}
-	defer connA.Close()
+	// A and B change their lock_wait_timeout: never hand them back to the pool.
+	defer discard(connA)
 	var aID int64
 	if err := connA.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&aID); err != nil {
 		return st, fmt.Errorf("%w: %w", errRetry, err)
@@ -284,12 +285,12 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config) (st attemptStats, 
 	}
 	var bID int64
 	if err := connB.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&bID); err != nil {
-		_ = connB.Close()
+		discard(connB)
 		return st, fmt.Errorf("%w: %w", errRetry, err)
 	}
 	unregB := mdl.RegisterOwn(bID)
 	if _, err := connB.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", lockSecs+2)); err != nil {
-		_ = connB.Close()
+		discard(connB)
 		unregB()
 		return st, fmt.Errorf("%w: %w", errRetry, err)
 	}
@@ -297,7 +298,7 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config) (st attemptStats, 
 	go func() {
 		_, err := connB.ExecContext(context.WithoutCancel(ctx),
 			dbconn.Tag+"RENAME TABLE "+tbl+" TO "+sentry+", "+swap+" TO "+tbl)
-		_ = connB.Close()
+		discard(connB)
 		unregB()
 		renameDone <- err
 	}()
@@ -404,4 +405,10 @@ func masterPosition(ctx context.Context, conn *sql.Conn) (binlog.Position, error
 		return binlog.Position{}, fmt.Errorf("parse binlog position %q: %w", vals[1], err)
 	}
 	return binlog.Position{File: string(vals[0]), Offset: uint32(off)}, rows.Err()
+}
+
+// discard closes conn without handing its session back to the pool.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
 }

@@ -179,7 +179,7 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 			Source: m.source, Ghost: plan.Ghost,
 			SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan),
 			KeySource: plan.KeySource, KeyGhost: plan.KeyGhost, KeyIndex: plan.KeyIndex,
-			Align: pump.align, Pause: o.Pause, Logger: o.Logger,
+			MaxChunkRows: o.MaxChunkRows, Align: pump.align, Pause: o.Pause, Logger: o.Logger,
 		})
 		res.Checksum = cs
 		if err != nil {
