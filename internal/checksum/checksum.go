@@ -63,8 +63,8 @@ type Result struct {
 	// RepairStatements counts the repair's INSERT ... SELECT statements
 	// (each of at most MaxChunkRows rows).
 	RepairStatements int
-	Rounds   int
-	Skipped  []string // columns not compared (type changed so their text differs)
+	Rounds           int
+	Skipped          []string // columns not compared (type changed so their text differs)
 	// Aligning is the time spent opening the consistent pair of snapshots
 	// (mostly waiting for the applier to reach the source snapshot's
 	// binlog position), over all rounds; Took is the whole run.
