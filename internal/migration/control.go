@@ -124,7 +124,7 @@ func (c *Control) Run(ctx context.Context, opts Options) (*Result, error) {
 	res, err := Run(ctx, opts)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err != nil && c.aborted != nil && !errors.Is(err, ErrAborted) {
+	if err != nil && c.aborted != nil && !errors.Is(err, ErrAborted) && !errors.Is(err, errAfterSwap) {
 		err = fmt.Errorf("%w (%v)", c.aborted, err)
 	}
 	c.finished = time.Now()

@@ -28,6 +28,17 @@ func sentryName(t string) string { return cutover.SentryName(t) }
 // errSwapped ends the stream once the binlog shows the cut-over's RENAME.
 var errSwapped = errors.New("table swapped")
 
+// errAfterSwap marks an error that came after the swap: the migration is
+// done as far as the table goes, so it is not reported as aborted.
+var errAfterSwap = errors.New("after the swap")
+
+func orSentry(old, t string) string {
+	if old == "" {
+		return "dropped"
+	}
+	return old
+}
+
 // ErrInterrupted wraps the error of a migration stopped by a signal or a
 // cancelled context before the cut-over: its state was checkpointed and
 // `--resume` continues it.
@@ -59,6 +70,14 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 				err = fmt.Errorf("%w: %w; the original table is untouched; continue with the same command plus --resume", ErrInterrupted, err)
 				return
 			}
+		case errors.Is(err, cutover.ErrOutcomeUnknown):
+			// Whether the table was swapped is not certain: drop nothing,
+			// keep the position for --resume.
+			if serr := save(cctx); serr != nil {
+				err = fmt.Errorf("%w (and saving the checkpoint failed: %v)", err, serr)
+			}
+			err = fmt.Errorf("%w; every helper table is kept (%s, %s)", err, ghostQ, chkQ)
+			return
 		case errors.Is(err, mdl.ErrGaveUp):
 			// The cut-over could not get its lock: the copy is complete and
 			// verified, and hours of it may be at stake. Keep it.
@@ -207,13 +226,23 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 	if cres.LockedFor > 0 {
 		swappedIn = true
 	}
+	if err != nil && swappedIn {
+		// The new table is in place (an abort or a failure after the swap
+		// cannot undo it): say so, whatever ended the run.
+		return fmt.Errorf("%w: the table WAS swapped (the new table is in place, the old one is %s): %w", errAfterSwap, orSentry(cres.OldTable, o.Table), err)
+	}
 	if err != nil {
 		return fail(err)
+	}
+	if cres.Recovered {
+		o.Logger.Warn("the swap session lost its connection, but the server shows the tables swapped: the new table is in place")
 	}
 	// The stream shows the RENAME; anything of T's between the drain point and
 	// it would be a write the swap lost. Wait for it, briefly.
 	select {
 	case <-pump.swapped:
+	case <-runCtx.Done():
+		o.Logger.Warn("the run was stopped after the swap: the binlog stream's check that no write reached the old table after the drain point was not done", "cause", context.Cause(runCtx))
 	case <-time.After(10 * time.Second):
 		o.Logger.Warn("the binlog stream did not show the cut-over RENAME within 10s")
 	}
@@ -224,7 +253,7 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 	if n := pump.lost.Load(); n > 0 {
 		return fmt.Errorf("cut-over: %d row change(s) reached the old table after the drain point: writes lost; the old table is %s", n, cres.OldTable)
 	}
-	if _, err := m.db.ExecContext(ctx, dbconn.Tag+"DROP TABLE IF EXISTS "+chkQ); err != nil {
+	if _, err := m.db.ExecContext(context.WithoutCancel(ctx), dbconn.Tag+"DROP TABLE IF EXISTS "+chkQ); err != nil {
 		o.Logger.Warn("dropping the checkpoint table failed; recast cleanup removes it", "table", chkQ, "err", err)
 	}
 	o.Logger.Info("cut-over done", "attempts", cres.Attempts, "locked", cres.LockedFor.Round(time.Millisecond), "old", cres.OldTable)

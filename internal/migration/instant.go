@@ -334,7 +334,7 @@ func (m *migrator) cutOver(ctx context.Context, cfg cutover.Config) (cutover.Res
 // cutOverReport is the cut-over's part of the Result.
 func cutOverReport(c cutover.Result) CutOverReport {
 	return CutOverReport{Attempts: c.Attempts, LockedFor: c.LockedFor, Drain: c.Drain, Queue: c.Queue, OldTable: c.OldTable,
-		Waited: c.Waited, Blockers: c.Blockers, Kills: c.Kills}
+		Waited: c.Waited, Blockers: c.Blockers, Kills: c.Kills, Blocked: c.Blocked, AttemptLocks: c.AttemptLocks}
 }
 
 // preparePostpone creates the postpone flag file if it does not exist, so

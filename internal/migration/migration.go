@@ -62,6 +62,11 @@ type CutOverReport struct {
 	Waited   time.Duration
 	Blockers []mdl.Blocker
 	Kills    []mdl.Kill
+	// Blocked is how long application statements on the table could wait
+	// behind recast's lock over all attempts (each LOCK TABLES request to
+	// its UNLOCK); AttemptLocks is that per attempt.
+	Blocked      time.Duration
+	AttemptLocks []time.Duration
 }
 
 // Run runs the migration described by opts: a dry run (inspect and plan)
