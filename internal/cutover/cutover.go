@@ -34,11 +34,14 @@
 // Metadata locks: LOCK TABLES T WRITE waits behind every open query or
 // transaction on T, and while it waits every new statement on T queues behind
 // it. So before each attempt Run asks package mdl for the sessions in the way
-// and waits (without requesting anything) while they exist, up to
-// Budget/Attempts; only then does it request the lock, for at most
-// LockWaitTimeout. Blockers that outlast KillAfter are killed if the policy
-// says so. The application therefore never waits for recast's lock longer
-// than LockWaitTimeout per attempt.
+// and waits (without requesting anything) while they exist, within Budget;
+// it never requests the lock while a named blocker runs. Blockers that
+// outlast KillAfter are killed if the policy says so. Then BeforeLock lets
+// the caller catch up, and the attempt runs under one deadline: from the
+// LOCK TABLES request to UNLOCK, LockWaitTimeout in all (the lock wait, the
+// drain, UnderLock, the ghost's rename, the wait for B to queue). The
+// application therefore never waits for recast's lock longer than
+// LockWaitTimeout per attempt (plus the sentry's DROP and the UNLOCK).
 //
 // Why a crash is safe: if A dies before step 4 its locks go away but S stays,
 // so B's RENAME fails (S exists) and T is untouched. If B dies, its RENAME
