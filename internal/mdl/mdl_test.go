@@ -681,3 +681,27 @@ func TestRunNeverRequestsBehindNamedBlocker(t *testing.T) {
 		t.Errorf("%d lock request(s) behind a named blocker", n)
 	}
 }
+
+// TestCanLoadPlugin: the test user may install plugins; a user with
+// SELECT only may not.
+func TestCanLoadPlugin(t *testing.T) {
+	t.Parallel()
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	ctx := context.Background()
+	if ok, err := CanLoadPlugin(ctx, db); err != nil || !ok {
+		t.Errorf("admin: CanLoadPlugin = %v, %v", ok, err)
+	}
+	user := "ro_" + schema[len(schema)-4:]
+	testutil.Exec(t, db, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'pw'", "GRANT SELECT ON *.* TO '"+user+"'@'%'")
+	t.Cleanup(func() { _, _ = db.Exec("DROP USER '" + user + "'@'%'") })
+	sb := testutil.Sandbox(t)
+	ro, err := sql.Open("mysql", fmt.Sprintf("%s:pw@tcp(%s:%d)/", user, sb.Primary.Host, sb.Primary.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if ok, err := CanLoadPlugin(ctx, ro); err != nil || ok {
+		t.Errorf("SELECT-only user: CanLoadPlugin = %v, %v", ok, err)
+	}
+}

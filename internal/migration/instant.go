@@ -313,6 +313,14 @@ func (m *migrator) blockerPolicy(ctx context.Context) *mdl.Policy {
 		f = nil
 	} else {
 		o.Logger.Info("metadata-lock blockers are looked up in "+f.Source(), "kill_after", o.KillBlockersAfter, "kill_max_rows", o.KillMaxRows)
+		if !f.Plugin() {
+			const why = "the metadata_lock_info plugin is not loaded: an idle transaction that read the table can only be a possible blocker (recast treats it as one once it outlives a failed lock attempt)"
+			if can, err := mdl.CanLoadPlugin(ctx, m.db); err == nil && can {
+				o.Logger.Warn(why + "; recommended: your user may load it, pass --load-mdl-plugin (INSTALL SONAME 'metadata_lock_info')")
+			} else {
+				o.Logger.Warn(why + "; recommended: ask an administrator to run INSTALL SONAME 'metadata_lock_info' (it needs INSERT on mysql.plugin)")
+			}
+		}
 	}
 	return &mdl.Policy{Finder: f, KillAfter: o.KillBlockersAfter, KillMaxRows: o.KillMaxRows,
 		Observe: o.Control.ObserveBlockers} // nil-safe: the status page's blockers
