@@ -126,6 +126,8 @@ type Result struct {
 	LockedFor  time.Duration // how long the successful attempt held the table
 	Drain      time.Duration // of which: waiting for the applier to reach the drain point
 	Queue      time.Duration // of which: waiting for the RENAME to queue
+	Rename     time.Duration // of which: renaming the ghost for the swap
+	LockWait   time.Duration // waiting for LOCK TABLES (before LockedFor)
 	DrainPos   binlog.Position
 	OldTable   string // empty when dropped
 	TotalDelay time.Duration
@@ -179,11 +181,6 @@ func Run(ctx context.Context, db *sql.DB, cfg Config) (Result, error) {
 	var st attemptStats
 	rep, err := mdl.Run(ctx, pol, "cut-over", func(ctx context.Context) error {
 		var err error
-		if cfg.BeforeLock != nil {
-			if err := cfg.BeforeLock(ctx); err != nil {
-				return err
-			}
-		}
 		st, err = attemptOnce(ctx, db, cfg, realServer{db})
 		res.Blocked += st.blocked
 		if st.blocked > 0 {
@@ -196,6 +193,7 @@ func Run(ctx context.Context, db *sql.DB, cfg Config) (Result, error) {
 		return res, err
 	}
 	res.LockedFor, res.Drain, res.Queue, res.DrainPos, res.Recovered = st.locked, st.drain, st.queue, st.pos, st.recovered
+	res.Rename, res.LockWait = st.rename, st.lockWait
 	cfg.Logger.Info("cut-over: table swapped", "lock_and_rename", st.locked.Round(time.Millisecond),
 		"attempts", res.Attempts, "application_blocked_total", res.Blocked.Round(time.Millisecond),
 		"waited_for_blockers", res.Waited.Round(time.Millisecond),
@@ -217,6 +215,7 @@ var ErrRetry = errRetry
 
 type attemptStats struct {
 	locked, drain, queue time.Duration
+	rename, lockWait     time.Duration
 	blocked              time.Duration // LOCK TABLES request to UNLOCK
 	pos                  binlog.Position
 	recovered            bool
@@ -281,6 +280,13 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st at
 		_, _ = db.ExecContext(cctx, dbconn.Tag+"DROP TABLE IF EXISTS "+sentry)
 	}()
 
+	// The sentry's CREATE and DROP need not reach the binlog (replicas only
+	// replay B's RENAME, whose target does not exist there): unlogged, the
+	// DROP under lock does not wait for a binlog group commit. Needs SUPER or
+	// BINLOG ADMIN; without, they are logged.
+	if _, err := connA.ExecContext(ctx, "SET SESSION sql_log_bin = 0"); err != nil {
+		cfg.Logger.Debug("cut-over: the sentry's CREATE and DROP are binlogged (setting sql_log_bin needs SUPER or BINLOG ADMIN)", "err", err)
+	}
 	for _, s := range []string{
 		fmt.Sprintf("SET SESSION lock_wait_timeout = %d", lockSecs),
 		dbconn.Tag + "DROP TABLE IF EXISTS " + sentry,
@@ -316,6 +322,13 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st at
 		return st, fmt.Errorf("%w: %w", errRetry, err)
 	}
 
+	// Last: the catch-up, so that what the drain under lock has to apply is
+	// what came in since it ended.
+	if cfg.BeforeLock != nil {
+		if err := cfg.BeforeLock(ctx); err != nil {
+			return st, err
+		}
+	}
 	cfg.Pause(ctx, "before-lock")
 	lockRequested = time.Now()
 	deadline := lockRequested.Add(cfg.LockWaitTimeout)
@@ -328,6 +341,7 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st at
 		return st, fmt.Errorf("%w: LOCK TABLES: %w", errRetry, err)
 	}
 	lockedAt := time.Now()
+	st.lockWait = lockedAt.Sub(lockRequested)
 	cfg.Pause(ctx, "locked")
 
 	pos, err := masterPosition(lctx, connA)
@@ -354,9 +368,11 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st at
 	// B's RENAME locks: waiting for a metadata lock then means waiting on T.
 	// Nothing writes to the ghost now: T is locked and the applier drained.
 	ghostMaybeMoved = true
+	renameAt := time.Now()
 	if err := within(ctx, srv, connB, bID, deadline, dbconn.Tag+"RENAME TABLE "+ghost+" TO "+swap); err != nil {
 		return st, fmt.Errorf("%w: rename the ghost for the swap: %w", errRetry, err)
 	}
+	st.rename = time.Since(renameAt)
 
 	// Session B: the RENAME that waits on T.
 	renameDone = make(chan error, 1)

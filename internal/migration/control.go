@@ -87,6 +87,11 @@ type Control struct {
 	// copiedBefore: rows a resumed run's predecessors copied (progress
 	// counts them).
 	copiedBefore int64
+	// fullSpeed: the applier runs without the throttle's delay (set for the
+	// cut-over: its last catch-up and the drain under lock).
+	fullSpeed bool
+	// cutNote says what the cut-over waits for before requesting the lock.
+	cutNote string
 
 	samples []sample // the meter's, oldest first
 }
@@ -190,15 +195,32 @@ func (c *Control) throttleWait(ctx context.Context) error {
 	return th.Wait(ctx)
 }
 
-// applierDelay is the pump's delay hook: none during the cut-over.
+// applierDelay is the pump's delay hook: none during the cut-over, nor
+// while the applier is told to run at full speed.
 func (c *Control) applierDelay() time.Duration {
 	c.mu.Lock()
-	th, phase := c.th, c.phase
+	th, phase, full := c.th, c.phase, c.fullSpeed
 	c.mu.Unlock()
-	if th == nil || phase == status.PhaseCutOver {
+	if th == nil || phase == status.PhaseCutOver || full {
 		return 0
 	}
 	return th.ApplierDelay()
+}
+
+// setFullSpeed tells the applier to run without the throttle's delay (the
+// pump asks applierDelay before each window), or lets the delay apply again.
+func (c *Control) setFullSpeed(on bool) {
+	c.mu.Lock()
+	c.fullSpeed = on
+	c.mu.Unlock()
+}
+
+// setCutOverNote sets what the status says the cut-over waits for ("" when
+// it does not wait).
+func (c *Control) setCutOverNote(note string) {
+	c.mu.Lock()
+	c.cutNote = note
+	c.mu.Unlock()
 }
 
 // start runs the throttle (replica discovery, heartbeat, throttler) and
@@ -903,6 +925,9 @@ func (c *Control) etaLocked(s status.Snapshot, r rates) (backlog string, eta sta
 	case status.PhaseCutOver:
 		if s.Postponed {
 			return backlog, none("cut-over postponed until " + s.Settings.PostponeFlagFile + " is removed (recast ctl cutover)")
+		}
+		if c.cutNote != "" {
+			return backlog, none(c.cutNote)
 		}
 		return backlog, none("cutting over")
 	}

@@ -219,7 +219,8 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 		Schema: o.Database, Table: o.Table, Ghost: GhostName(o.Table), Old: OldName(o.Table),
 		LockWaitTimeout: o.CutOverLockTimeout, Attempts: o.CutOverAttempts,
 		WaitApplied: ap.WaitApplied, Armed: pump.arm, Disarmed: pump.disarm,
-		DropOld: o.DropOldTable, Logger: o.Logger,
+		BeforeLock: m.readyToLock(ap, ctl),
+		DropOld:    o.DropOldTable, Logger: o.Logger,
 		Pause: func(ctx context.Context, point string) { o.Pause(ctx, "cutover:"+point) },
 	})
 	res.CutOver = cutOverReport(cres)
@@ -343,6 +344,63 @@ func (m *migrator) catchUp(ctx context.Context, ap *apply.Applier) error {
 		}
 		if time.Since(start) < time.Second {
 			return nil
+		}
+	}
+}
+
+// lockBacklog bounds the apply work left for the drain under lock: no lock
+// is requested until a catch-up round (applying everything the binlog held
+// when the round began) took at most this long.
+const lockBacklog = 50 * time.Millisecond
+
+// readyToLock is the cut-over's BeforeLock: with the applier at full speed
+// (no throttle delay from now to the end of the cut-over), it catches up in
+// rounds until one takes at most lockBacklog, measured. Rounds that do not
+// shrink mean the backlog is not draining: the status says so and no lock is
+// requested; after the attempt's share of the budget the attempt fails
+// (retryable) without having locked anything.
+func (m *migrator) readyToLock(ap *apply.Applier, ctl *Control) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctl.setFullSpeed(true)
+		defer ctl.setCutOverNote("")
+		o := m.opts
+		limit := max(o.CutOverBudget/time.Duration(max(o.CutOverAttempts, 1)), 10*time.Second)
+		rctx, cancel := context.WithTimeout(ctx, limit)
+		defer cancel()
+		var prev, took time.Duration
+		notDraining := 0
+		for rounds := 1; ; rounds++ {
+			pos, err := binlog.CurrentPosition(rctx, m.db)
+			if err == nil {
+				t0 := time.Now()
+				err = ap.WaitApplied(rctx, pos)
+				took = time.Since(t0)
+			}
+			if err != nil {
+				if ctx.Err() == nil && rctx.Err() != nil {
+					return fmt.Errorf("%w: no lock requested: the applier's backlog did not get below %s of apply work within %s (last catch-up round %s)",
+						cutover.ErrRetry, lockBacklog, limit, took.Round(time.Millisecond))
+				}
+				return err
+			}
+			if took <= lockBacklog {
+				o.Logger.Debug("cut-over: caught up before requesting the lock", "round", took.Round(time.Millisecond), "rounds", rounds)
+				return nil
+			}
+			if prev > 0 && took >= prev {
+				notDraining++
+			} else {
+				notDraining = 0
+			}
+			prev = took
+			note := fmt.Sprintf("catching up before requesting the lock: the last round took %s (the lock is requested once one takes at most %s)", took.Round(time.Millisecond), lockBacklog)
+			if notDraining >= 3 {
+				note = fmt.Sprintf("the applier's backlog is not draining (catch-up rounds of %s and not shrinking): no lock is requested until it does", took.Round(time.Millisecond))
+				if notDraining == 3 {
+					o.Logger.Warn("cut-over: " + note)
+				}
+			}
+			ctl.setCutOverNote(note)
 		}
 	}
 }

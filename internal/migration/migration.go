@@ -56,6 +56,8 @@ type CutOverReport struct {
 	LockedFor time.Duration // the table was locked this long (successful attempt)
 	Drain     time.Duration // of which: waiting for the applier under lock
 	Queue     time.Duration // of which: waiting for the RENAME to queue
+	Rename    time.Duration // of which: renaming the ghost for the swap
+	LockWait  time.Duration // waiting for LOCK TABLES (before LockedFor)
 	OldTable  string
 	// Waited is the time spent waiting for metadata-lock blockers before
 	// requesting the lock; Blockers and Kills are what was seen and done.
