@@ -260,9 +260,15 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st at
 		defer cancel()
 		if ghostMaybeMoved {
 			// Back to the name the applier writes to, before T is unlocked
-			// (a queued RENAME then fails: its source is gone, the sentry exists).
-			if err := srv.rename(cctx, swap, ghost); err != nil && dbconn.Number(err) != dbconn.ErNoSuchTable {
-				cfg.Logger.Error("cut-over: renaming the ghost back failed; recast cleanup or --resume restores it", "from", swap, "to", ghost, "err", err)
+			// (a queued RENAME then fails: its source is gone, the sentry
+			// exists). Only if it moved: a RENAME that did not (killed at
+			// the deadline) may have been waiting for a session holding the
+			// ghost's name, and renaming back would wait for it too.
+			moved, err := srv.tables(cctx, cfg.Schema, SwapName(cfg.Table))
+			if _, ok := moved[SwapName(cfg.Table)]; err != nil || ok {
+				if err := srv.rename(cctx, swap, ghost); err != nil && dbconn.Number(err) != dbconn.ErNoSuchTable {
+					cfg.Logger.Error("cut-over: renaming the ghost back failed; recast cleanup or --resume restores it", "from", swap, "to", ghost, "err", err)
+				}
 			}
 		}
 		if _, err := connA.ExecContext(cctx, "UNLOCK TABLES"); err != nil {
