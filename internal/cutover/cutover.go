@@ -138,7 +138,9 @@ type Result struct {
 	Kills    []mdl.Kill
 	// Blocked is how long the application's statements on T could be made
 	// to wait, over all attempts: from each LOCK TABLES request (queued or
-	// granted) to its UNLOCK. AttemptLocks is that time per attempt.
+	// granted) to its UNLOCK, or, in the attempt that swaps, to the end of
+	// B's RENAME (the queued statements get T after it). AttemptLocks is
+	// that time per attempt.
 	Blocked      time.Duration
 	AttemptLocks []time.Duration
 	// Recovered says the swap session lost its connection (or its RENAME
@@ -408,8 +410,10 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st at
 		_ = connA.Raw(func(any) error { return driver.ErrBadConn })
 	}
 	st.locked = time.Since(lockedAt)
+	rerr := <-renameDone
+	// The statements queued on T wait for B's RENAME too (granted first).
 	st.blocked = time.Since(lockRequested)
-	if rerr := <-renameDone; rerr != nil {
+	if rerr != nil {
 		swapped, err := resolveSwap(context.WithoutCancel(ctx), srv, cfg, bID, rerr)
 		if swapped {
 			st.recovered = true
