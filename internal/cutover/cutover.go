@@ -95,10 +95,13 @@ type Config struct {
 	// counts as lock time: its ctx ends at the attempt's deadline. An error
 	// aborts the cut-over (no retry) unless it wraps ErrRetry.
 	UnderLock func(ctx context.Context, locked *sql.Conn) error
-	// BeforeLock, if set, runs before each attempt requests the lock (after
-	// the wait for blockers): the caller catches up there, so that the
-	// drain under lock is short. An error wrapping ErrRetry counts as a
-	// failed attempt; another error ends the cut-over.
+	// BeforeAttempt, if set, runs before each attempt requests the lock.
+	// An error aborts the cut-over unless it wraps ErrRetry.
+	BeforeAttempt func(ctx context.Context) error
+	// BeforeLock, if set, runs last before each attempt requests the lock
+	// (after the wait for blockers and BeforeAttempt): the caller catches
+	// up there, so that the drain under lock is short. An error wrapping
+	// ErrRetry counts as a failed attempt; another error ends the cut-over.
 	BeforeLock func(ctx context.Context) error
 	// DropOld drops the old table instead of keeping it.
 	DropOld bool
@@ -236,6 +239,11 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st at
 	tbl, ghost, sentry, swap := q(cfg.Table), q(cfg.Ghost), q(SentryName(cfg.Table)), q(SwapName(cfg.Table))
 	lockSecs := max(1, int((cfg.LockWaitTimeout+time.Second-1)/time.Second))
 
+	if cfg.BeforeAttempt != nil {
+		if err := cfg.BeforeAttempt(ctx); err != nil {
+			return st, err
+		}
+	}
 	connA, err := db.Conn(ctx)
 	if err != nil {
 		return st, fmt.Errorf("%w: %w", errRetry, err)

@@ -149,6 +149,9 @@ type migrator struct {
 	an     *ddl.Analysis
 	checks *check.Input // preflight: holds the per-table lock until release
 	resume *resumeState // --resume: the validated checkpoint (checkResume)
+	// postponed, if set, runs about once a second while the cut-over is
+	// postponed (keeps the rows written meanwhile verified).
+	postponed func(ctx context.Context) error
 }
 
 // inspect runs the preflight checks (package check) in their fixed order:

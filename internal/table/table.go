@@ -34,9 +34,13 @@ type Column struct {
 
 // Index is one index; Columns are in key order.
 type Index struct {
-	Name    string
-	Unique  bool
-	Columns []string
+	Name string
+	// Unique: a unique index over whole columns (one that can identify rows).
+	Unique bool
+	// Enforced: the server enforces uniqueness (Unique, or a unique index
+	// over column prefixes: it rejects duplicates without identifying rows).
+	Enforced bool
+	Columns  []string
 }
 
 // Table is a table's definition as the server reports it.
@@ -169,7 +173,8 @@ func (t *Table) loadIndexes(ctx context.Context, q Querier) error {
 		if !ok {
 			i = len(t.Indexes)
 			byName[name] = i
-			t.Indexes = append(t.Indexes, Index{Name: name, Unique: get("Non_unique").String == "0"})
+			u := get("Non_unique").String == "0"
+			t.Indexes = append(t.Indexes, Index{Name: name, Unique: u, Enforced: u})
 		}
 		if get("Sub_part").Valid {
 			partial[name] = true // a prefix index cannot identify rows
