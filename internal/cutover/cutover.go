@@ -130,6 +130,7 @@ type Result struct {
 	Drain      time.Duration // of which: waiting for the applier to reach the drain point
 	Queue      time.Duration // of which: waiting for the RENAME to queue
 	Rename     time.Duration // of which: renaming the ghost for the swap
+	UnderLock  time.Duration // of which: Config.UnderLock
 	LockWait   time.Duration // waiting for LOCK TABLES (before LockedFor)
 	DrainPos   binlog.Position
 	OldTable   string // empty when dropped
@@ -146,6 +147,9 @@ type Result struct {
 	// that time per attempt.
 	Blocked      time.Duration
 	AttemptLocks []time.Duration
+	// AttemptHolds is, per attempt, how long A held LOCK TABLES (granted
+	// to UNLOCK; 0 when the lock was not granted).
+	AttemptHolds []time.Duration
 	// Recovered says the swap session lost its connection (or its RENAME
 	// reported an error) and the server showed the RENAME done.
 	Recovered bool
@@ -190,6 +194,7 @@ func Run(ctx context.Context, db *sql.DB, cfg Config) (Result, error) {
 		res.Blocked += st.blocked
 		if st.blocked > 0 {
 			res.AttemptLocks = append(res.AttemptLocks, st.blocked)
+			res.AttemptHolds = append(res.AttemptHolds, st.held)
 		}
 		return err
 	}, func(err error) bool { return errors.Is(err, errRetry) })
@@ -198,8 +203,10 @@ func Run(ctx context.Context, db *sql.DB, cfg Config) (Result, error) {
 		return res, err
 	}
 	res.LockedFor, res.Drain, res.Queue, res.DrainPos, res.Recovered = st.locked, st.drain, st.queue, st.pos, st.recovered
-	res.Rename, res.LockWait = st.rename, st.lockWait
+	res.Rename, res.LockWait, res.UnderLock = st.rename, st.lockWait, st.underLock
 	cfg.Logger.Info("cut-over: table swapped", "lock_and_rename", st.locked.Round(time.Millisecond),
+		"lock_wait", st.lockWait.Round(time.Millisecond), "drain", st.drain.Round(time.Millisecond),
+		"under_lock", st.underLock.Round(time.Millisecond), "ghost_rename", st.rename.Round(time.Millisecond),
 		"attempts", res.Attempts, "application_blocked_total", res.Blocked.Round(time.Millisecond),
 		"waited_for_blockers", res.Waited.Round(time.Millisecond),
 		"blockers_seen", len(res.Blockers), "kills", len(res.Kills))
@@ -221,7 +228,9 @@ var ErrRetry = errRetry
 type attemptStats struct {
 	locked, drain, queue time.Duration
 	rename, lockWait     time.Duration
+	underLock            time.Duration
 	blocked              time.Duration // LOCK TABLES request to UNLOCK
+	held                 time.Duration // LOCK TABLES granted to UNLOCK
 	pos                  binlog.Position
 	recovered            bool
 }
@@ -260,7 +269,7 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st at
 	// ghost in; wait for it; only then drop the sentry. Runs even when ctx is
 	// cancelled: never leave T locked.
 	var renameDone chan error
-	var lockRequested time.Time
+	var lockRequested, lockedAt time.Time
 	finished, ghostMaybeMoved := false, false
 	defer func() {
 		if finished {
@@ -286,6 +295,9 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st at
 		}
 		if !lockRequested.IsZero() {
 			st.blocked = time.Since(lockRequested)
+		}
+		if !lockedAt.IsZero() {
+			st.held = time.Since(lockedAt)
 		}
 		if renameDone != nil {
 			select {
@@ -356,7 +368,7 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st at
 		}
 		return st, fmt.Errorf("%w: LOCK TABLES: %w", errRetry, err)
 	}
-	lockedAt := time.Now()
+	lockedAt = time.Now()
 	st.lockWait = lockedAt.Sub(lockRequested)
 	cfg.Pause(ctx, "locked")
 
@@ -372,7 +384,10 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st at
 	}
 	cfg.Pause(ctx, "drained")
 	if cfg.UnderLock != nil {
-		if err := cfg.UnderLock(lctx, connA); err != nil {
+		u0 := time.Now()
+		err := cfg.UnderLock(lctx, connA)
+		st.underLock = time.Since(u0)
+		if err != nil {
 			if lctx.Err() != nil && ctx.Err() == nil {
 				return st, fmt.Errorf("%w: under lock: the lock timeout (%s) passed: %w", errRetry, cfg.LockWaitTimeout, err)
 			}
@@ -418,6 +433,7 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st at
 		_ = connA.Raw(func(any) error { return driver.ErrBadConn })
 	}
 	st.locked = time.Since(lockedAt)
+	st.held = st.locked
 	rerr := <-renameDone
 	// The statements queued on T wait for B's RENAME too (granted first).
 	st.blocked = time.Since(lockRequested)

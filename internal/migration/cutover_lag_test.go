@@ -140,12 +140,17 @@ func TestCutOverUnderLoadWithLagThrottle(t *testing.T) {
 		t.Fatal(err)
 	}
 	co := res.CutOver
-	t.Logf("applier delay before the checksum %.2fs; checksum %s; cut-over: %d attempt(s), per attempt %v, locked %s (lock wait %s, drain %s, ghost rename %s, queue %s), application blocked %s in all; probe: %d reads, slowest %s; load %s",
-		delayed, res.Checksum.Took.Round(time.Millisecond), co.Attempts, co.AttemptLocks, co.LockedFor.Round(time.Millisecond),
-		co.LockWait.Round(time.Millisecond), co.Drain.Round(time.Millisecond), co.Rename.Round(time.Millisecond), co.Queue.Round(time.Millisecond), co.Blocked.Round(time.Millisecond), probe.n.Load(), maxWait.Round(time.Millisecond), st)
-	for i, d := range co.AttemptLocks {
+	t.Logf("applier delay before the checksum %.2fs; checksum %s; cut-over: %d attempt(s), per attempt held %v, blocking %v, locked %s (lock wait %s, drain %s, under-lock verification %s, ghost rename %s, queue %s), application blocked %s in all; probe: %d reads, slowest %s; load %s",
+		delayed, res.Checksum.Took.Round(time.Millisecond), co.Attempts, co.AttemptHolds, co.AttemptLocks, co.LockedFor.Round(time.Millisecond),
+		co.LockWait.Round(time.Millisecond), co.Drain.Round(time.Millisecond), co.UnderLock.Round(time.Millisecond), co.Rename.Round(time.Millisecond), co.Queue.Round(time.Millisecond), co.Blocked.Round(time.Millisecond), probe.n.Load(), maxWait.Round(time.Millisecond), st)
+	for i, d := range co.AttemptHolds {
 		if d > 100*time.Millisecond {
-			t.Errorf("attempt %d held the table %s (LOCK TABLES request to UNLOCK, or to the end of the RENAME), want ≤ 100ms", i+1, d)
+			t.Errorf("attempt %d held the table locked %s (LOCK TABLES granted to UNLOCK), want ≤ 100ms", i+1, d)
+		}
+	}
+	for i, d := range co.AttemptLocks {
+		if d > o.CutOverLockTimeout {
+			t.Errorf("attempt %d blocked the application %s (LOCK TABLES request to UNLOCK, or to the end of the RENAME), more than the lock timeout %s", i+1, d, o.CutOverLockTimeout)
 		}
 	}
 	if maxWait > o.CutOverLockTimeout {

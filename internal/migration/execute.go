@@ -236,7 +236,7 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 		LockWaitTimeout: o.CutOverLockTimeout, Attempts: o.CutOverAttempts,
 		WaitApplied: ap.WaitApplied, Armed: pump.arm, Disarmed: pump.disarm,
 		BeforeAttempt: func(ctx context.Context) error { return m.keepVerified(ctx, ver, 2*time.Second) },
-		BeforeLock:    m.readyToLock(ap, ctl),
+		BeforeLock:    m.readyToLock(ap, ctl, func(ctx context.Context) error { return m.keepVerified(ctx, ver, 2*time.Second) }),
 		UnderLock:     chainUnderLock(m.verifyUnderLock(ver)),
 		DropOld:       o.DropOldTable, Logger: o.Logger,
 		Pause: func(ctx context.Context, point string) { o.Pause(ctx, "cutover:"+point) },
@@ -377,8 +377,10 @@ const lockBacklog = 50 * time.Millisecond
 // rounds until one takes at most lockBacklog, measured. Rounds that do not
 // shrink mean the backlog is not draining: the status says so and no lock is
 // requested; after the attempt's share of the budget the attempt fails
-// (retryable) without having locked anything.
-func (m *migrator) readyToLock(ap *apply.Applier, ctl *Control) func(context.Context) error {
+// (retryable) without having locked anything. settle, if set, runs once
+// caught up (it verifies the rows written meanwhile, so that what is left
+// to verify under lock is small), followed by another round that must pass.
+func (m *migrator) readyToLock(ap *apply.Applier, ctl *Control, settle func(context.Context) error) func(context.Context) error {
 	return func(ctx context.Context) error {
 		ctl.setFullSpeed(true)
 		defer ctl.setCutOverNote("")
@@ -388,6 +390,7 @@ func (m *migrator) readyToLock(ap *apply.Applier, ctl *Control) func(context.Con
 		defer cancel()
 		var prev, took time.Duration
 		notDraining := 0
+		settled := false // the last step was settle
 		for rounds := 1; ; rounds++ {
 			pos, err := binlog.CurrentPosition(rctx, m.db)
 			if err == nil {
@@ -403,9 +406,20 @@ func (m *migrator) readyToLock(ap *apply.Applier, ctl *Control) func(context.Con
 				return err
 			}
 			if took <= lockBacklog {
-				o.Logger.Debug("cut-over: caught up before requesting the lock", "round", took.Round(time.Millisecond), "rounds", rounds)
-				return nil
+				if settle == nil || settled {
+					o.Logger.Debug("cut-over: caught up before requesting the lock", "round", took.Round(time.Millisecond), "rounds", rounds)
+					return nil
+				}
+				if err := settle(rctx); err != nil {
+					if ctx.Err() == nil && rctx.Err() != nil {
+						return fmt.Errorf("%w: no lock requested: verifying the rows written since the checksum did not end within %s: %w", cutover.ErrRetry, limit, err)
+					}
+					return err
+				}
+				settled = true
+				continue
 			}
+			settled = false
 			if prev > 0 && took >= prev {
 				notDraining++
 			} else {

@@ -342,8 +342,8 @@ func (m *migrator) cutOver(ctx context.Context, cfg cutover.Config) (cutover.Res
 // cutOverReport is the cut-over's part of the Result.
 func cutOverReport(c cutover.Result) CutOverReport {
 	return CutOverReport{Attempts: c.Attempts, LockedFor: c.LockedFor, Drain: c.Drain, Queue: c.Queue, OldTable: c.OldTable,
-		Waited: c.Waited, Blockers: c.Blockers, Kills: c.Kills, Blocked: c.Blocked, AttemptLocks: c.AttemptLocks,
-		Rename: c.Rename, LockWait: c.LockWait}
+		Waited: c.Waited, Blockers: c.Blockers, Kills: c.Kills, Blocked: c.Blocked, AttemptLocks: c.AttemptLocks, AttemptHolds: c.AttemptHolds,
+		Rename: c.Rename, LockWait: c.LockWait, UnderLock: c.UnderLock}
 }
 
 // preparePostpone creates the postpone flag file if it does not exist, so

@@ -57,6 +57,7 @@ type CutOverReport struct {
 	Drain     time.Duration // of which: waiting for the applier under lock
 	Queue     time.Duration // of which: waiting for the RENAME to queue
 	Rename    time.Duration // of which: renaming the ghost for the swap
+	UnderLock time.Duration // of which: verifying under lock (UnderLock)
 	LockWait  time.Duration // waiting for LOCK TABLES (before LockedFor)
 	OldTable  string
 	// Waited is the time spent waiting for metadata-lock blockers before
@@ -69,6 +70,8 @@ type CutOverReport struct {
 	// its UNLOCK); AttemptLocks is that per attempt.
 	Blocked      time.Duration
 	AttemptLocks []time.Duration
+	// AttemptHolds: how long each attempt held LOCK TABLES (granted to UNLOCK).
+	AttemptHolds []time.Duration
 }
 
 // Run runs the migration described by opts: a dry run (inspect and plan)
