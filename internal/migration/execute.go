@@ -65,13 +65,9 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 			err = fmt.Errorf("%w; the helper tables (%s, %s) are kept for another --resume, or recast cleanup", err, ghostQ, chkQ)
 			return
 		case save == nil:
-		case ctx.Err() != nil:
-			// Interrupted: keep the ghost and the checkpoint for --resume.
-			if serr := save(cctx); serr == nil {
-				err = fmt.Errorf("%w: %w; the original table is untouched; continue with the same command plus --resume", ErrInterrupted, err)
-				return
-			}
 		case errors.Is(err, cutover.ErrOutcomeUnknown):
+			// (Before the interrupted case: an interruption does not make
+			// the outcome known.)
 			// Whether the table was swapped is not certain: drop nothing,
 			// keep the position for --resume.
 			if serr := save(cctx); serr != nil {
@@ -79,6 +75,12 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 			}
 			err = fmt.Errorf("%w; every helper table is kept (%s, %s)", err, ghostQ, chkQ)
 			return
+		case ctx.Err() != nil:
+			// Interrupted: keep the ghost and the checkpoint for --resume.
+			if serr := save(cctx); serr == nil {
+				err = fmt.Errorf("%w: %w; the original table is untouched; continue with the same command plus --resume", ErrInterrupted, err)
+				return
+			}
 		case errors.Is(err, mdl.ErrGaveUp):
 			// The cut-over could not get its lock: the copy is complete and
 			// verified, and hours of it may be at stake. Keep it.
@@ -249,6 +251,9 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 		// The new table is in place (an abort or a failure after the swap
 		// cannot undo it): say so, whatever ended the run.
 		return fmt.Errorf("%w: the table WAS swapped (the new table is in place, the old one is %s): %w", errAfterSwap, orSentry(cres.OldTable, o.Table), err)
+	}
+	if errors.Is(err, cutover.ErrOutcomeUnknown) {
+		return err // as is: whatever else ended the run, the helper tables must stay
 	}
 	if err != nil {
 		return fail(err)
