@@ -128,7 +128,9 @@ func Run(ctx context.Context, p Policy, what string, attempt func(ctx context.Co
 		}
 		last = err
 		if ctx.Err() != nil {
-			return rep, ctx.Err()
+			// Keep the attempt's error too: it may say what state the
+			// attempt left (the cut-over's unknown RENAME outcome).
+			return rep, fmt.Errorf("%w: %w", ctx.Err(), err)
 		}
 		if !retryable(err) {
 			return rep, err
