@@ -285,6 +285,29 @@ func TestResumeRefusalKeepsHelpers(t *testing.T) {
 	}
 	helpers("after a mistyped dry run")
 
+	// A checkpoint whose binlog position is gone (purged, another server).
+	var saved string
+	if err := db.QueryRowContext(ctx, "SELECT state FROM _wl_chk WHERE id = 1").Scan(&saved); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Exec(t, db, `UPDATE _wl_chk SET state = JSON_SET(state, '$.file', 'binlog.999999') WHERE id = 1`)
+	right := o
+	right.Resume = true
+	if _, err := Run(ctx, right); err == nil || !strings.Contains(err.Error(), "no longer on the server") {
+		t.Fatalf("a checkpoint position not in the binlog: want a refusal, got %v", err)
+	}
+	helpers("after a resume from a purged position")
+	if _, err := db.ExecContext(ctx, "UPDATE _wl_chk SET state = ? WHERE id = 1", saved); err != nil {
+		t.Fatal(err)
+	}
+	// A ghost that is not what the ALTER makes of the table.
+	testutil.Exec(t, db, "ALTER TABLE _wl_new ADD INDEX rc_extra (note)")
+	if _, err := Run(ctx, right); err == nil || !strings.Contains(err.Error(), "not what the ALTER makes") {
+		t.Fatalf("a ghost with another definition: want a refusal, got %v", err)
+	}
+	helpers("after a resume onto a changed ghost")
+	testutil.Exec(t, db, "ALTER TABLE _wl_new DROP INDEX rc_extra")
+
 	auto := o
 	auto.Resume, auto.Method = true, "auto"
 	if _, err := Run(ctx, auto); err == nil || !strings.Contains(err.Error(), "INSTANT") {
