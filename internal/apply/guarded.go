@@ -165,33 +165,8 @@ func (a *Applier) removeConflicts(ctx context.Context, tx *sql.Tx, o op) ([]Disp
 		if !ok {
 			continue
 		}
-		q := dbconn.Tag + "SELECT " + table.QuoteIdents(a.cfg.KeyGhost) + ", " + a.renderGhostExpr() +
-			" FROM " + a.cfg.Ghost + " WHERE " + where + " FOR UPDATE"
-		rows, err := tx.QueryContext(ctx, q, args...)
+		found, err := a.findConflicts(ctx, tx, u, where, args, o)
 		if err != nil {
-			return nil, err
-		}
-		var found []Displacement
-		for rows.Next() {
-			vals := make([]sql.RawBytes, len(a.cfg.KeyGhost)+1)
-			ptrs := make([]any, len(vals))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			key := make([]any, len(a.cfg.KeyGhost))
-			for i := range key {
-				key[i] = append([]byte(nil), vals[i]...)
-			}
-			found = append(found, Displacement{Key: u.Name, GhostKey: key, Row: string(vals[len(vals)-1]), By: a.render(o.image), enforced: u.Enforced})
-		}
-		if err := rows.Close(); err != nil {
-			return nil, err
-		}
-		if err := rows.Err(); err != nil {
 			return nil, err
 		}
 		for _, d := range found {
@@ -203,6 +178,34 @@ func (a *Applier) removeConflicts(ctx context.Context, tx *sql.Tx, o op) ([]Disp
 		out = append(out, found...)
 	}
 	return out, nil
+}
+
+// findConflicts reads (FOR UPDATE) the ghost rows matching where under u.
+func (a *Applier) findConflicts(ctx context.Context, tx *sql.Tx, u Unique, where string, args []any, o op) ([]Displacement, error) {
+	q := dbconn.Tag + "SELECT " + table.QuoteIdents(a.cfg.KeyGhost) + ", " + a.renderGhostExpr() +
+		" FROM " + a.cfg.Ghost + " WHERE " + where + " FOR UPDATE"
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var found []Displacement
+	for rows.Next() {
+		vals := make([]sql.RawBytes, len(a.cfg.KeyGhost)+1)
+		ptrs := make([]any, len(vals))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		key := make([]any, len(a.cfg.KeyGhost))
+		for i := range key {
+			key[i] = append([]byte(nil), vals[i]...)
+		}
+		found = append(found, Displacement{Key: u.Name, GhostKey: key, Row: string(vals[len(vals)-1]), By: a.render(o.image), enforced: u.Enforced})
+	}
+	return found, rows.Err()
 }
 
 // uniqueWhere renders "unique key columns = o's values"; ok is false when

@@ -12,6 +12,10 @@
 //	                    (stop it with `recast sandbox down --dir DIR`)
 //	RECAST_TEST_LOG=1   log the sandbox's progress to stderr
 //
+// With -short (go test -short) no sandbox is started: only the tests that
+// need no server run, and those that call Sandbox (or NewSchema, DB, ...)
+// are skipped.
+//
 // Sandboxes of test binaries that died without cleaning up (e.g. killed by
 // go test's -timeout) are stopped and removed by the next Main.
 package testutil
@@ -24,6 +28,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -64,6 +69,12 @@ var (
 // tests, stops the sandbox and removes its dir. It returns the exit code for
 // os.Exit.
 func Main(m *testing.M, replicas int) int {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Short() {
+		return m.Run()
+	}
 	level := slog.LevelWarn
 	if os.Getenv("RECAST_TEST_LOG") == "1" {
 		level = slog.LevelInfo
@@ -101,7 +112,10 @@ func Main(m *testing.M, replicas int) int {
 	// their own process groups) still clean up.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	defer func() {
+		signal.Stop(sigs)
+		close(sigs) // ends the goroutine below (nothing is sent after Stop)
+	}()
 	go func() {
 		if sig, ok := <-sigs; ok {
 			fmt.Fprintf(os.Stderr, "testutil: %v: stopping sandbox\n", sig)
@@ -274,6 +288,9 @@ func closeAdmin() {
 func Sandbox(t testing.TB) *sandbox.Sandbox {
 	t.Helper()
 	if current == nil {
+		if testing.Short() {
+			t.Skip("testutil: needs a MariaDB sandbox, not started under -short")
+		}
 		t.Fatal("testutil: no sandbox; call testutil.Main from TestMain: func TestMain(m *testing.M) { os.Exit(testutil.Main(m, 1)) }")
 	}
 	return current

@@ -436,27 +436,8 @@ func (v *Verifier) conflicting(ctx context.Context, q table.Querier, key []any) 
 		}
 		query := dbconn.Tag + "SELECT " + strings.Join(gk, ", ") + " FROM " + gh + " g JOIN " + src + " s ON " +
 			strings.Join(sk, " AND ") + " WHERE " + strings.Join(conds, " AND ") + " LIMIT 1"
-		rows, err := q.QueryContext(ctx, query, key...)
+		found, err := firstKey(ctx, q, query, len(gk), key)
 		if err != nil {
-			return nil, "", err
-		}
-		vals := make([]sql.RawBytes, len(gk))
-		ptrs := make([]any, len(vals))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		var found []any
-		if rows.Next() {
-			if err := rows.Scan(ptrs...); err != nil {
-				rows.Close()
-				return nil, "", err
-			}
-			found = make([]any, len(vals))
-			for i := range vals {
-				found[i] = append([]byte(nil), vals[i]...)
-			}
-		}
-		if err := rows.Close(); err != nil {
 			return nil, "", err
 		}
 		if found != nil {
@@ -464,6 +445,31 @@ func (v *Verifier) conflicting(ctx context.Context, q table.Querier, key []any) 
 		}
 	}
 	return nil, "", nil
+}
+
+// firstKey reads the first row of query (n raw columns), or nil.
+func firstKey(ctx context.Context, q table.Querier, query string, n int, args []any) ([]any, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return nil, rows.Err()
+	}
+	vals := make([]sql.RawBytes, n)
+	ptrs := make([]any, n)
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return nil, err
+	}
+	found := make([]any, n)
+	for i := range vals {
+		found[i] = append([]byte(nil), vals[i]...)
+	}
+	return found, nil
 }
 
 func (v *Verifier) renderSource(ctx context.Context, q table.Querier, key []any) (string, error) {
