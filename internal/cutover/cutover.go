@@ -301,7 +301,10 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st at
 		}
 		if renameDone != nil {
 			select {
-			case <-renameDone:
+			case err := <-renameDone:
+				if err != nil {
+					cfg.Logger.Debug("cut-over: the queued RENAME failed, as it must once the attempt failed", "err", err)
+				}
 			case <-cctx.Done():
 			}
 		}
@@ -462,7 +465,7 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st at
 // wraps ErrOutcomeUnknown and nothing is touched.
 func resolveSwap(ctx context.Context, srv server, cfg Config, bID int64, rerr error) (swapped bool, _ error) {
 	unknown := func(format string, args ...any) error {
-		return fmt.Errorf("%w: the swap session's RENAME reported %v; %s; nothing was renamed back: look at %s.%s, %s and %s before doing anything",
+		return fmt.Errorf("%w: the swap session's RENAME reported %w; %s; nothing was renamed back: look at %s.%s, %s and %s before doing anything",
 			ErrOutcomeUnknown, rerr, fmt.Sprintf(format, args...), cfg.Schema, cfg.Table, SentryName(cfg.Table), SwapName(cfg.Table))
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)

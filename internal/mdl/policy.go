@@ -194,18 +194,6 @@ func describe(bs []Blocker) string {
 	return strings.Join(s, "; ")
 }
 
-// certain are the blockers of bs recast waits for: the certain ones, and
-// the possible ones that survived a failed attempt.
-func (t *tracker) certain(bs []Blocker) []Blocker {
-	var out []Blocker
-	for _, b := range bs {
-		if b.Certain || t.promoted[b.Key()] {
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
 type seen struct {
 	first, last time.Time
 	b           Blocker
@@ -248,6 +236,18 @@ func (t *tracker) promote() {
 			t.p.Logger.Warn(t.what+": a possible blocker (open transaction) was there when the attempt failed: treating it as a blocker (the metadata_lock_info plugin would tell for sure: --load-mdl-plugin)", "blocker", b)
 		}
 	}
+}
+
+// certain are the blockers of bs recast waits for: the certain ones, and
+// the possible ones that survived a failed attempt.
+func (t *tracker) certain(bs []Blocker) []Blocker {
+	var out []Blocker
+	for _, b := range bs {
+		if b.Certain || t.promoted[b.Key()] {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 func (t *tracker) blockers() []Blocker {

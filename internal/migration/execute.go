@@ -71,7 +71,7 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 			// Whether the table was swapped is not certain: drop nothing,
 			// keep the position for --resume.
 			if serr := save(cctx); serr != nil {
-				err = fmt.Errorf("%w (and saving the checkpoint failed: %v)", err, serr)
+				err = fmt.Errorf("%w (and saving the checkpoint failed: %w)", err, serr)
 			}
 			err = fmt.Errorf("%w; every helper table is kept (%s, %s)", err, ghostQ, chkQ)
 			return

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -90,9 +89,6 @@ func (p *swapProxy) pipe(from, to, client net.Conn, upstream bool) {
 			}
 		}
 		if err != nil {
-			if err != io.EOF {
-				return
-			}
 			return
 		}
 	}
