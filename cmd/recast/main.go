@@ -157,9 +157,9 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			res.CutOver.Attempts, res.CutOver.LockedFor.Round(time.Millisecond))
 		return 0
 	}
-	fmt.Fprintf(stdout, "migrated %s in %s: %d rows copied, %d binlog row changes applied (%d rows written), cut-over took %d attempt(s), table locked %s; old table: %s\n",
+	fmt.Fprintf(stdout, "migrated %s in %s: %d rows copied, %d binlog row changes applied (%d rows written), cut-over took %d attempt(s), table locked %s, application statements blocked %s over all attempts; old table: %s\n",
 		res.Plan.Source.QuotedName(), res.Duration.Round(time.Millisecond), res.CopiedRows, res.Applied, res.AppliedRows,
-		res.CutOver.Attempts, res.CutOver.LockedFor.Round(time.Millisecond), orDropped(res.CutOver.OldTable))
+		res.CutOver.Attempts, res.CutOver.LockedFor.Round(time.Millisecond), res.CutOver.Blocked.Round(time.Millisecond), orDropped(res.CutOver.OldTable))
 	return 0
 }
 

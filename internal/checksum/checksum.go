@@ -14,6 +14,7 @@ package checksum
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,6 +43,9 @@ type Config struct {
 	KeyGhost  []string
 	KeyIndex  string
 	ChunkRows int
+	// MaxChunkRows caps the rows one repair statement locks and writes
+	// (--max-chunk-rows; 0: ChunkRows).
+	MaxChunkRows int
 	// Align stops the applier, calls openSource (which opens the source
 	// snapshot and returns its binlog position P), lets the applier apply
 	// everything before P and nothing after, calls openGhost, and lets the
@@ -59,8 +63,11 @@ type Result struct {
 	Chunks   int
 	Rows     int64
 	Repaired int // chunks repaired
-	Rounds   int
-	Skipped  []string // columns not compared (type changed so their text differs)
+	// RepairStatements counts the repair's INSERT ... SELECT statements
+	// (each of at most MaxChunkRows rows).
+	RepairStatements int
+	Rounds           int
+	Skipped          []string // columns not compared (type changed so their text differs)
 	// Aligning is the time spent opening the consistent pair of snapshots
 	// (mostly waiting for the applier to reach the source snapshot's
 	// binlog position), over all rounds; Took is the whole run.
@@ -117,7 +124,9 @@ func Run(ctx context.Context, db *sql.DB, cfg Config) (res Result, _ error) {
 		}
 		cfg.Logger.Warn("checksum: chunks differ, repairing", "chunks", len(diff), "round", round)
 		for _, ch := range diff {
-			if err := c.repair(ctx, ch); err != nil {
+			n, err := c.repair(ctx, ch)
+			res.RepairStatements += n
+			if err != nil {
 				return res, err
 			}
 			res.Repaired++
@@ -330,23 +339,25 @@ func comparable(s, g table.Column) bool {
 // compare opens the consistent pair of snapshots and compares the chunks
 // (all of them when todo is nil). It returns the differing chunks.
 func (c *checker) compare(ctx context.Context, todo []chunk) (diff []chunk, n int, rows int64, aligning time.Duration, err error) {
+	// The snapshots need REPEATABLE READ; the pool's sessions are READ
+	// COMMITTED (no gap locks for the repair's and the copier's locking
+	// reads). The two sessions are discarded, not handed back to the pool,
+	// so the setting (and the open snapshot) ends with them.
 	srcConn, err := c.db.Conn(ctx)
 	if err != nil {
 		return nil, 0, 0, 0, err
 	}
-	defer srcConn.Close()
+	defer discard(srcConn)
 	ghConn, err := c.db.Conn(ctx)
 	if err != nil {
 		return nil, 0, 0, 0, err
 	}
-	defer ghConn.Close()
+	defer discard(ghConn)
 	for _, conn := range []*sql.Conn{srcConn, ghConn} {
 		if _, err := conn.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
 			return nil, 0, 0, 0, err
 		}
 	}
-	defer srcConn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK") //nolint:errcheck
-	defer ghConn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")  //nolint:errcheck
 	alignStart := time.Now()
 	err = c.cfg.Align(ctx, func() (binlog.Position, error) {
 		if _, err := srcConn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT"); err != nil {
@@ -467,33 +478,70 @@ func (c *checker) sum(ctx context.Context, conn *sql.Conn, tbl, expr string, key
 }
 
 // repair re-copies a chunk: its ghost rows are replaced by the source's
-// current rows, read with a shared lock (see the copier for why).
-func (c *checker) repair(ctx context.Context, ch chunk) error {
-	gwhere, gargs := rangeWhere(c.cfg.KeyGhost, ch)
-	swhere, sargs := rangeWhere(c.cfg.KeySource, ch)
-	return dbconn.Retry(ctx, 10, func(ctx context.Context) error {
-		tx, err := c.db.BeginTx(ctx, nil)
+// current rows, read with a shared lock (see the copier for why), in pieces
+// of at most MaxChunkRows rows, each its own transaction: consecutive key
+// ranges (lo, mid], (mid, ...], ... read from the source's current state,
+// so together they cover the chunk whatever moves. It returns the number of
+// INSERT ... SELECT statements run.
+func (c *checker) repair(ctx context.Context, ch chunk) (int, error) {
+	maxRows := c.cfg.MaxChunkRows
+	if maxRows <= 0 || maxRows > c.cfg.ChunkRows {
+		maxRows = c.cfg.ChunkRows
+	}
+	order := table.QuoteIdents(c.cfg.KeySource)
+	all := c.allPairs()
+	sel := make([]string, len(all.source)) // the copy's own conversions (SourceExprs)
+	for i, col := range all.source {
+		sel[i] = table.QuoteIdent(col)
+		if i < len(c.cfg.SourceExprs) && c.cfg.SourceExprs[i] != "" {
+			sel[i] = c.cfg.SourceExprs[i]
+		}
+	}
+	n := 0
+	lo := ch.lo
+	for {
+		// The piece's upper end: the maxRows-th key after lo, below ch.hi.
+		where, args := table.RangeWhere(c.cfg.KeySource, lo, ch.hi)
+		q := dbconn.Tag + "SELECT " + order + " FROM " + c.cfg.Source.QuotedName() +
+			" FORCE INDEX (" + table.QuoteIdent(c.cfg.KeyIndex) + ") WHERE " + where +
+			" ORDER BY " + order + fmt.Sprintf(" LIMIT 1 OFFSET %d", maxRows-1)
+		mid, err := table.ScanKey(ctx, c.db, c.cfg.Source, c.cfg.KeySource, q, args...)
 		if err != nil {
-			return err
+			return n, fmt.Errorf("checksum repair: walk %s: %w", c.cfg.Source.QuotedName(), err)
 		}
-		defer tx.Rollback() //nolint:errcheck
-		if _, err := tx.ExecContext(ctx, dbconn.Tag+"DELETE FROM "+c.cfg.Ghost.QuotedName()+" WHERE "+gwhere, gargs...); err != nil {
-			return err
+		piece := chunk{lo: lo, hi: mid}
+		if mid == nil {
+			piece.hi = ch.hi // the last piece, to the chunk's end
 		}
-		all := c.allPairs()
-		sel := make([]string, len(all.source))
-		for i, col := range all.source {
-			sel[i] = table.QuoteIdent(col)
-			if i < len(c.cfg.SourceExprs) && c.cfg.SourceExprs[i] != "" {
-				sel[i] = c.cfg.SourceExprs[i]
+		gwhere, gargs := rangeWhere(c.cfg.KeyGhost, piece)
+		swhere, sargs := rangeWhere(c.cfg.KeySource, piece)
+		err = dbconn.Retry(ctx, 10, func(ctx context.Context) error {
+			tx, err := c.db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
 			}
+			defer tx.Rollback() //nolint:errcheck
+			if _, err := tx.ExecContext(ctx, dbconn.Tag+"DELETE FROM "+c.cfg.Ghost.QuotedName()+" WHERE "+gwhere, gargs...); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, dbconn.Tag+"INSERT IGNORE INTO "+c.cfg.Ghost.QuotedName()+" ("+table.QuoteIdents(all.ghost)+") SELECT "+
+				strings.Join(sel, ", ")+" FROM "+c.cfg.Source.QuotedName()+" WHERE "+swhere+" LOCK IN SHARE MODE", sargs...); err != nil {
+				return err
+			}
+			return tx.Commit()
+		})
+		n++
+		if err != nil || mid == nil {
+			return n, err
 		}
-		if _, err := tx.ExecContext(ctx, dbconn.Tag+"INSERT IGNORE INTO "+c.cfg.Ghost.QuotedName()+" ("+table.QuoteIdents(all.ghost)+") SELECT "+
-			strings.Join(sel, ", ")+" FROM "+c.cfg.Source.QuotedName()+" WHERE "+swhere+" LOCK IN SHARE MODE", sargs...); err != nil {
-			return err
-		}
-		return tx.Commit()
-	})
+		lo = mid
+	}
+}
+
+// discard closes conn without handing its session back to the pool.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
 }
 
 type pairs struct{ source, ghost []string }

@@ -34,11 +34,14 @@
 // Metadata locks: LOCK TABLES T WRITE waits behind every open query or
 // transaction on T, and while it waits every new statement on T queues behind
 // it. So before each attempt Run asks package mdl for the sessions in the way
-// and waits (without requesting anything) while they exist, up to
-// Budget/Attempts; only then does it request the lock, for at most
-// LockWaitTimeout. Blockers that outlast KillAfter are killed if the policy
-// says so. The application therefore never waits for recast's lock longer
-// than LockWaitTimeout per attempt.
+// and waits (without requesting anything) while they exist, within Budget;
+// it never requests the lock while a named blocker runs. Blockers that
+// outlast KillAfter are killed if the policy says so. Then BeforeLock lets
+// the caller catch up, and the attempt runs under one deadline: from the
+// LOCK TABLES request to UNLOCK, LockWaitTimeout in all (the lock wait, the
+// drain, UnderLock, the ghost's rename, the wait for B to queue). The
+// application therefore never waits for recast's lock longer than
+// LockWaitTimeout per attempt (plus the sentry's DROP and the UNLOCK).
 //
 // Why a crash is safe: if A dies before step 4 its locks go away but S stays,
 // so B's RENAME fails (S exists) and T is untouched. If B dies, its RENAME
@@ -52,6 +55,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/recast-osc/recast/internal/binlog"
@@ -88,12 +92,17 @@ type Config struct {
 	// UnderLock, if set, runs after the drain while T is still locked and
 	// nothing reaches the ghost: locked is A's session (the only one that
 	// can read T now; other sessions of db can read the ghost). Its time
-	// counts as lock time. An error aborts the cut-over (no retry) unless it
-	// wraps ErrRetry.
+	// counts as lock time: its ctx ends at the attempt's deadline. An error
+	// aborts the cut-over (no retry) unless it wraps ErrRetry.
 	UnderLock func(ctx context.Context, locked *sql.Conn) error
 	// BeforeAttempt, if set, runs before each attempt requests the lock.
 	// An error aborts the cut-over unless it wraps ErrRetry.
 	BeforeAttempt func(ctx context.Context) error
+	// BeforeLock, if set, runs last before each attempt requests the lock
+	// (after the wait for blockers and BeforeAttempt): the caller catches
+	// up there, so that the drain under lock is short. An error wrapping
+	// ErrRetry counts as a failed attempt; another error ends the cut-over.
+	BeforeLock func(ctx context.Context) error
 	// DropOld drops the old table instead of keeping it.
 	DropOld bool
 	// Pause, if set, is called at named points (tests inject faults there).
@@ -120,6 +129,9 @@ type Result struct {
 	LockedFor  time.Duration // how long the successful attempt held the table
 	Drain      time.Duration // of which: waiting for the applier to reach the drain point
 	Queue      time.Duration // of which: waiting for the RENAME to queue
+	Rename     time.Duration // of which: renaming the ghost for the swap
+	UnderLock  time.Duration // of which: Config.UnderLock
+	LockWait   time.Duration // waiting for LOCK TABLES (before LockedFor)
 	DrainPos   binlog.Position
 	OldTable   string // empty when dropped
 	TotalDelay time.Duration
@@ -128,7 +140,25 @@ type Result struct {
 	Waited   time.Duration
 	Blockers []mdl.Blocker
 	Kills    []mdl.Kill
+	// Blocked is how long the application's statements on T could be made
+	// to wait, over all attempts: from each LOCK TABLES request (queued or
+	// granted) to its UNLOCK, or, in the attempt that swaps, to the end of
+	// B's RENAME (the queued statements get T after it). AttemptLocks is
+	// that time per attempt.
+	Blocked      time.Duration
+	AttemptLocks []time.Duration
+	// AttemptHolds is, per attempt, how long A held LOCK TABLES (granted
+	// to UNLOCK; 0 when the lock was not granted).
+	AttemptHolds []time.Duration
+	// Recovered says the swap session lost its connection (or its RENAME
+	// reported an error) and the server showed the RENAME done.
+	Recovered bool
 }
+
+// ErrOutcomeUnknown is returned (wrapped) when the swap's RENAME reported
+// an error and the server's tables do not show for certain whether it
+// happened: nothing is renamed back, and the caller must keep its state.
+var ErrOutcomeUnknown = errors.New("the outcome of the cut-over RENAME is unknown")
 
 // ErrGaveUp is returned (wrapped) when no attempt succeeded.
 var ErrGaveUp = mdl.ErrGaveUp
@@ -160,18 +190,31 @@ func Run(ctx context.Context, db *sql.DB, cfg Config) (Result, error) {
 	var st attemptStats
 	rep, err := mdl.Run(ctx, pol, "cut-over", func(ctx context.Context) error {
 		var err error
-		st, err = attemptOnce(ctx, db, cfg)
+		st, err = attemptOnce(ctx, db, cfg, realServer{db})
+		res.Blocked += st.blocked
+		if st.blocked > 0 {
+			res.AttemptLocks = append(res.AttemptLocks, st.blocked)
+			res.AttemptHolds = append(res.AttemptHolds, st.held)
+		}
 		return err
 	}, func(err error) bool { return errors.Is(err, errRetry) })
 	res.Attempts, res.Waited, res.Blockers, res.Kills = rep.Attempts, rep.Waited, rep.Blockers, rep.Kills
 	if err != nil {
 		return res, err
 	}
-	res.LockedFor, res.Drain, res.Queue, res.DrainPos = st.locked, st.drain, st.queue, st.pos
+	res.LockedFor, res.Drain, res.Queue, res.DrainPos, res.Recovered = st.locked, st.drain, st.queue, st.pos, st.recovered
+	res.Rename, res.LockWait, res.UnderLock = st.rename, st.lockWait, st.underLock
 	cfg.Logger.Info("cut-over: table swapped", "lock_and_rename", st.locked.Round(time.Millisecond),
-		"attempts", res.Attempts, "waited_for_blockers", res.Waited.Round(time.Millisecond),
+		"lock_wait", st.lockWait.Round(time.Millisecond), "drain", st.drain.Round(time.Millisecond),
+		"under_lock", st.underLock.Round(time.Millisecond), "ghost_rename", st.rename.Round(time.Millisecond),
+		"attempts", res.Attempts, "application_blocked_total", res.Blocked.Round(time.Millisecond),
+		"waited_for_blockers", res.Waited.Round(time.Millisecond),
 		"blockers_seen", len(res.Blockers), "kills", len(res.Kills))
-	old, err := finish(ctx, db, cfg)
+	// The swap is done: finish even if ctx ended meanwhile (an abort that
+	// arrives now is too late to undo anything).
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	old, err := finish(fctx, db, cfg)
 	res.OldTable = old
 	res.TotalDelay = time.Since(start)
 	return res, err
@@ -184,14 +227,26 @@ var ErrRetry = errRetry
 
 type attemptStats struct {
 	locked, drain, queue time.Duration
+	rename, lockWait     time.Duration
+	underLock            time.Duration
+	blocked              time.Duration // LOCK TABLES request to UNLOCK
+	held                 time.Duration // LOCK TABLES granted to UNLOCK
 	pos                  binlog.Position
+	recovered            bool
 }
 
 // attemptOnce runs the protocol once. A nil error means T is now the new table.
-func attemptOnce(ctx context.Context, db *sql.DB, cfg Config) (st attemptStats, err error) {
+//
+// One deadline bounds the attempt, from the LOCK TABLES request to UNLOCK:
+// the application's statements on T queue behind A's lock request as soon
+// as it is made, so the wait for the lock, the drain, UnderLock, the
+// ghost's rename and the wait for B to queue all share LockWaitTimeout.
+// MariaDB's own waits count whole seconds; a statement still waiting at the
+// deadline is killed (KILL QUERY) instead.
+func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st attemptStats, err error) {
 	q := func(n string) string { return table.QuoteIdent(cfg.Schema) + "." + table.QuoteIdent(n) }
 	tbl, ghost, sentry, swap := q(cfg.Table), q(cfg.Ghost), q(SentryName(cfg.Table)), q(SwapName(cfg.Table))
-	lockSecs := max(1, int(cfg.LockWaitTimeout/time.Second))
+	lockSecs := max(1, int((cfg.LockWaitTimeout+time.Second-1)/time.Second))
 
 	if cfg.BeforeAttempt != nil {
 		if err := cfg.BeforeAttempt(ctx); err != nil {
@@ -202,7 +257,8 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config) (st attemptStats, 
 	if err != nil {
 		return st, fmt.Errorf("%w: %w", errRetry, err)
 	}
-	defer connA.Close()
+	// A and B change their lock_wait_timeout: never hand them back to the pool.
+	defer discard(connA)
 	var aID int64
 	if err := connA.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&aID); err != nil {
 		return st, fmt.Errorf("%w: %w", errRetry, err)
@@ -213,32 +269,55 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config) (st attemptStats, 
 	// ghost in; wait for it; only then drop the sentry. Runs even when ctx is
 	// cancelled: never leave T locked.
 	var renameDone chan error
-	finished, ghostMoved := false, false
+	var lockRequested, lockedAt time.Time
+	finished, ghostMaybeMoved := false, false
 	defer func() {
 		if finished {
 			return
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if ghostMoved {
+		if ghostMaybeMoved {
 			// Back to the name the applier writes to, before T is unlocked
-			// (a queued RENAME then fails: its source is gone, the sentry exists).
-			if _, err := db.ExecContext(cctx, dbconn.Tag+"RENAME TABLE "+swap+" TO "+ghost); err != nil {
-				cfg.Logger.Error("cut-over: renaming the ghost back failed; recast cleanup or --resume restores it", "from", swap, "to", ghost, "err", err)
+			// (a queued RENAME then fails: its source is gone, the sentry
+			// exists). Only if it moved: a RENAME that did not (killed at
+			// the deadline) may have been waiting for a session holding the
+			// ghost's name, and renaming back would wait for it too.
+			moved, err := srv.tables(cctx, cfg.Schema, SwapName(cfg.Table))
+			if _, ok := moved[SwapName(cfg.Table)]; err != nil || ok {
+				if err := srv.rename(cctx, swap, ghost); err != nil && dbconn.Number(err) != dbconn.ErNoSuchTable {
+					cfg.Logger.Error("cut-over: renaming the ghost back failed; recast cleanup or --resume restores it", "from", swap, "to", ghost, "err", err)
+				}
 			}
 		}
 		if _, err := connA.ExecContext(cctx, "UNLOCK TABLES"); err != nil {
 			_ = connA.Raw(func(any) error { return driver.ErrBadConn })
 		}
+		if !lockRequested.IsZero() {
+			st.blocked = time.Since(lockRequested)
+		}
+		if !lockedAt.IsZero() {
+			st.held = time.Since(lockedAt)
+		}
 		if renameDone != nil {
 			select {
-			case <-renameDone:
+			case err := <-renameDone:
+				if err != nil {
+					cfg.Logger.Debug("cut-over: the queued RENAME failed, as it must once the attempt failed", "err", err)
+				}
 			case <-cctx.Done():
 			}
 		}
 		_, _ = db.ExecContext(cctx, dbconn.Tag+"DROP TABLE IF EXISTS "+sentry)
 	}()
 
+	// The sentry's CREATE and DROP need not reach the binlog (replicas only
+	// replay B's RENAME, whose target does not exist there): unlogged, the
+	// DROP under lock does not wait for a binlog group commit. Needs SUPER or
+	// BINLOG ADMIN; without, they are logged.
+	if _, err := connA.ExecContext(ctx, "SET SESSION sql_log_bin = 0"); err != nil {
+		cfg.Logger.Debug("cut-over: the sentry's CREATE and DROP are binlogged (setting sql_log_bin needs SUPER or BINLOG ADMIN)", "err", err)
+	}
 	for _, s := range []string{
 		fmt.Sprintf("SET SESSION lock_wait_timeout = %d", lockSecs),
 		dbconn.Tag + "DROP TABLE IF EXISTS " + sentry,
@@ -248,31 +327,73 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config) (st attemptStats, 
 			return st, fmt.Errorf("%w: prepare the sentry: %w", errRetry, err)
 		}
 	}
+	// Session B, opened before the lock is requested: the ghost's rename
+	// and the swap run there.
+	connB, err := db.Conn(ctx)
+	if err != nil {
+		return st, fmt.Errorf("%w: %w", errRetry, err)
+	}
+	bOwned := true // closed here unless the swap goroutine took it
+	defer func() {
+		if bOwned {
+			discard(connB)
+		}
+	}()
+	var bID int64
+	if err := connB.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&bID); err != nil {
+		return st, fmt.Errorf("%w: %w", errRetry, err)
+	}
+	unregB := mdl.RegisterOwn(bID)
+	defer func() {
+		if bOwned {
+			unregB()
+		}
+	}()
+	if _, err := connB.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", lockSecs+2)); err != nil {
+		return st, fmt.Errorf("%w: %w", errRetry, err)
+	}
+
+	// Last: the catch-up, so that what the drain under lock has to apply is
+	// what came in since it ended.
+	if cfg.BeforeLock != nil {
+		if err := cfg.BeforeLock(ctx); err != nil {
+			return st, err
+		}
+	}
 	cfg.Pause(ctx, "before-lock")
-	if _, err := connA.ExecContext(ctx, dbconn.Tag+"LOCK TABLES "+tbl+" WRITE, "+sentry+" WRITE"); err != nil {
-		if dbconn.IsLockTimeout(err) {
-			return st, fmt.Errorf("%w: LOCK TABLES waited %ds for other sessions' metadata locks on %s", errRetry, lockSecs, tbl)
+	lockRequested = time.Now()
+	deadline := lockRequested.Add(cfg.LockWaitTimeout)
+	lctx, lcancel := context.WithDeadline(ctx, deadline)
+	defer lcancel()
+	if err := within(ctx, srv, connA, aID, deadline, dbconn.Tag+"LOCK TABLES "+tbl+" WRITE, "+sentry+" WRITE"); err != nil {
+		if dbconn.IsLockTimeout(err) || errors.Is(err, errDeadline) {
+			return st, fmt.Errorf("%w: LOCK TABLES waited %s for other sessions' metadata locks on %s", errRetry, cfg.LockWaitTimeout, tbl)
 		}
 		return st, fmt.Errorf("%w: LOCK TABLES: %w", errRetry, err)
 	}
-	lockedAt := time.Now()
+	lockedAt = time.Now()
+	st.lockWait = lockedAt.Sub(lockRequested)
 	cfg.Pause(ctx, "locked")
 
-	pos, err := masterPosition(ctx, connA)
+	pos, err := masterPosition(lctx, connA)
 	st.pos = pos
 	if err != nil {
 		return st, fmt.Errorf("%w: read the binlog position under lock: %w", errRetry, err)
 	}
-	dctx, cancel := context.WithTimeout(ctx, cfg.LockWaitTimeout)
-	err = cfg.WaitApplied(dctx, pos)
-	cancel()
+	err = cfg.WaitApplied(lctx, pos)
 	st.drain = time.Since(lockedAt)
 	if err != nil {
-		return st, fmt.Errorf("%w: the applier did not reach %s within %s under lock: %w", errRetry, pos, cfg.LockWaitTimeout, err)
+		return st, fmt.Errorf("%w: the applier did not reach %s within the lock timeout (%s, %s of it under lock): %w", errRetry, pos, cfg.LockWaitTimeout, st.drain.Round(time.Millisecond), err)
 	}
 	cfg.Pause(ctx, "drained")
 	if cfg.UnderLock != nil {
-		if err := cfg.UnderLock(ctx, connA); err != nil {
+		u0 := time.Now()
+		err := cfg.UnderLock(lctx, connA)
+		st.underLock = time.Since(u0)
+		if err != nil {
+			if lctx.Err() != nil && ctx.Err() == nil {
+				return st, fmt.Errorf("%w: under lock: the lock timeout (%s) passed: %w", errRetry, cfg.LockWaitTimeout, err)
+			}
 			return st, err
 		}
 	}
@@ -280,37 +401,25 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config) (st attemptStats, 
 	// The ghost takes a name that sorts after T, so that T is the first table
 	// B's RENAME locks: waiting for a metadata lock then means waiting on T.
 	// Nothing writes to the ghost now: T is locked and the applier drained.
-	if _, err := db.ExecContext(ctx, fmt.Sprintf("%sRENAME TABLE %s WAIT %d TO %s", dbconn.Tag, ghost, lockSecs, swap)); err != nil {
+	ghostMaybeMoved = true
+	renameAt := time.Now()
+	if err := within(ctx, srv, connB, bID, deadline, dbconn.Tag+"RENAME TABLE "+ghost+" TO "+swap); err != nil {
 		return st, fmt.Errorf("%w: rename the ghost for the swap: %w", errRetry, err)
 	}
-	ghostMoved = true
+	st.rename = time.Since(renameAt)
 
 	// Session B: the RENAME that waits on T.
-	connB, err := db.Conn(ctx)
-	if err != nil {
-		return st, fmt.Errorf("%w: %w", errRetry, err)
-	}
-	var bID int64
-	if err := connB.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&bID); err != nil {
-		_ = connB.Close()
-		return st, fmt.Errorf("%w: %w", errRetry, err)
-	}
-	unregB := mdl.RegisterOwn(bID)
-	if _, err := connB.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", lockSecs+2)); err != nil {
-		_ = connB.Close()
-		unregB()
-		return st, fmt.Errorf("%w: %w", errRetry, err)
-	}
 	renameDone = make(chan error, 1)
+	bOwned = false
 	go func() {
 		_, err := connB.ExecContext(context.WithoutCancel(ctx),
 			dbconn.Tag+"RENAME TABLE "+tbl+" TO "+sentry+", "+swap+" TO "+tbl)
-		_ = connB.Close()
+		discard(connB)
 		unregB()
 		renameDone <- err
 	}()
 	queued := time.Now()
-	if err := waitForMDLWait(ctx, connA, bID, renameDone, cfg.LockWaitTimeout); err != nil {
+	if err := waitForMDLWait(lctx, connA, bID, renameDone, time.Until(deadline)); err != nil {
 		return st, fmt.Errorf("%w: %w", errRetry, err)
 	}
 	st.queue = time.Since(queued)
@@ -327,16 +436,172 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config) (st attemptStats, 
 		_ = connA.Raw(func(any) error { return driver.ErrBadConn })
 	}
 	st.locked = time.Since(lockedAt)
-	if err := <-renameDone; err != nil {
-		// T is unchanged; put the ghost back under its name before the
-		// applier needs it (T is writable again already).
-		if _, rerr := db.ExecContext(context.WithoutCancel(ctx), dbconn.Tag+"RENAME TABLE "+swap+" TO "+ghost); rerr != nil {
-			return st, fmt.Errorf("RENAME failed (the table is unchanged: %w), and renaming the ghost back failed: %w", err, rerr)
+	st.held = st.locked
+	rerr := <-renameDone
+	// The statements queued on T wait for B's RENAME too (granted first).
+	st.blocked = time.Since(lockRequested)
+	if rerr != nil {
+		swapped, err := resolveSwap(context.WithoutCancel(ctx), srv, cfg, bID, rerr)
+		if swapped {
+			st.recovered = true
+			return st, nil
+		}
+		if err != nil {
+			return st, err
 		}
 		cfg.Disarmed()
-		return st, fmt.Errorf("%w: RENAME failed, the table is unchanged: %w", errRetry, err)
+		return st, fmt.Errorf("%w: RENAME failed, the table is unchanged: %w", errRetry, rerr)
 	}
 	return st, nil
+}
+
+// resolveSwap finds out, after B's RENAME reported rerr, whether it
+// happened: a lost connection leaves the client without an answer though the
+// server may have committed the RENAME. B's session is killed and waited
+// for first, so that nothing changes any more; then the tables tell: the
+// RENAME moves the ghost (under SwapName) to T and T to the sentry's name
+// atomically. If it did not happen, the ghost gets its name back (nil
+// error, not swapped). If it did, swapped is true. Otherwise the error
+// wraps ErrOutcomeUnknown and nothing is touched.
+func resolveSwap(ctx context.Context, srv server, cfg Config, bID int64, rerr error) (swapped bool, _ error) {
+	unknown := func(format string, args ...any) error {
+		return fmt.Errorf("%w: the swap session's RENAME reported %w; %s; nothing was renamed back: look at %s.%s, %s and %s before doing anything",
+			ErrOutcomeUnknown, rerr, fmt.Sprintf(format, args...), cfg.Schema, cfg.Table, SentryName(cfg.Table), SwapName(cfg.Table))
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := srv.killSession(ctx, bID); err != nil {
+		return false, unknown("killing its session %d failed: %v", bID, err)
+	}
+	for {
+		gone, err := srv.sessionGone(ctx, bID)
+		if err != nil {
+			return false, unknown("reading the processlist failed: %v", err)
+		}
+		if gone {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return false, unknown("its session %d is still on the server", bID)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	tabs, err := srv.tables(ctx, cfg.Schema, cfg.Table, SentryName(cfg.Table), SwapName(cfg.Table))
+	if err != nil {
+		return false, unknown("reading the tables failed: %v", err)
+	}
+	_, hasT := tabs[cfg.Table]
+	sentryComment, hasSentry := tabs[SentryName(cfg.Table)]
+	_, hasSwap := tabs[SwapName(cfg.Table)]
+	switch {
+	case hasT && hasSwap && !hasSentry:
+		q := func(n string) string { return table.QuoteIdent(cfg.Schema) + "." + table.QuoteIdent(n) }
+		if err := srv.rename(ctx, q(SwapName(cfg.Table)), q(cfg.Ghost)); err != nil {
+			return false, fmt.Errorf("RENAME failed (the table is unchanged: %w), and renaming the ghost back failed: %w", rerr, err)
+		}
+		cfg.Logger.Warn("cut-over: the swap's RENAME failed; the server shows the table unchanged", "err", rerr)
+		return false, nil
+	case hasT && !hasSwap && hasSentry && sentryComment != SentryComment:
+		cfg.Logger.Warn("cut-over: the swap session reported an error, but the server shows the RENAME done: the new table is in place", "err", rerr)
+		return true, nil
+	default:
+		return false, unknown("the server shows %s %v, %s %v (comment %q), %s %v", cfg.Table, hasT, SentryName(cfg.Table), hasSentry, sentryComment, SwapName(cfg.Table), hasSwap)
+	}
+}
+
+// server is what the cut-over asks of the server outside sessions A and B
+// (tests inject faults through it).
+type server interface {
+	// killQuery interrupts the statement session id runs.
+	killQuery(ctx context.Context, id int64) error
+	// killSession ends session id (no error if it is gone already).
+	killSession(ctx context.Context, id int64) error
+	sessionGone(ctx context.Context, id int64) (bool, error)
+	// tables returns which of names exist in schema, with their comments.
+	tables(ctx context.Context, schema string, names ...string) (map[string]string, error)
+	rename(ctx context.Context, from, to string) error
+}
+
+type realServer struct{ db *sql.DB }
+
+// erNoSuchThread: KILL of a session that is gone.
+const erNoSuchThread = 1094
+
+func (r realServer) killQuery(ctx context.Context, id int64) error {
+	_, err := r.db.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", id))
+	if dbconn.Number(err) == erNoSuchThread {
+		return nil
+	}
+	return err
+}
+
+func (r realServer) killSession(ctx context.Context, id int64) error {
+	_, err := r.db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
+	if dbconn.Number(err) == erNoSuchThread {
+		return nil
+	}
+	return err
+}
+
+func (r realServer) sessionGone(ctx context.Context, id int64) (bool, error) {
+	var n int
+	err := r.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n)
+	return n == 0, err
+}
+
+func (r realServer) tables(ctx context.Context, schema string, names ...string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, n := range names {
+		ok, comment, err := table.Exists(ctx, r.db, schema, n)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out[n] = comment
+		}
+	}
+	return out, nil
+}
+
+func (r realServer) rename(ctx context.Context, from, to string) error {
+	_, err := r.db.ExecContext(ctx, dbconn.Tag+"RENAME TABLE "+from+" TO "+to)
+	return err
+}
+
+// errDeadline: a statement was killed at the attempt's deadline.
+var errDeadline = errors.New("the attempt's lock timeout passed")
+
+// within runs stmt on conn (session id); if it still runs at deadline, it
+// is killed (KILL QUERY) and the error wraps errDeadline.
+func within(ctx context.Context, srv server, conn *sql.Conn, id int64, deadline time.Time, stmt string) error {
+	var mu sync.Mutex
+	done, killed := false, false
+	t := time.AfterFunc(time.Until(deadline), func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return
+		}
+		killed = true
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.killQuery(kctx, id)
+	})
+	_, err := conn.ExecContext(ctx, stmt)
+	t.Stop()
+	mu.Lock()
+	done = true
+	k := killed
+	mu.Unlock()
+	if k {
+		if err == nil {
+			// It completed as the deadline passed: keep the result.
+			return nil
+		}
+		return fmt.Errorf("%w: %w", errDeadline, err)
+	}
+	return err
 }
 
 // waitForMDLWait polls the processlist until session id waits for a metadata
@@ -412,4 +677,10 @@ func masterPosition(ctx context.Context, conn *sql.Conn) (binlog.Position, error
 		return binlog.Position{}, fmt.Errorf("parse binlog position %q: %w", vals[1], err)
 	}
 	return binlog.Position{File: string(vals[0]), Offset: uint32(off)}, rows.Err()
+}
+
+// discard closes conn without handing its session back to the pool.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
 }

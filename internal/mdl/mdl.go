@@ -302,6 +302,22 @@ func PluginLoaded(ctx context.Context, db *sql.DB) (bool, error) {
 	return status == "ACTIVE", nil
 }
 
+// CanLoadPlugin reports whether the current user may install the
+// metadata_lock_info plugin (INSERT on mysql.plugin, granted globally, on
+// the mysql schema or on the table; roles are not looked at).
+func CanLoadPlugin(ctx context.Context, db *sql.DB) (bool, error) {
+	const grantee = `CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')`
+	var n int
+	err := db.QueryRowContext(ctx, `SELECT
+		(SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES WHERE GRANTEE = `+grantee+` AND PRIVILEGE_TYPE = 'INSERT') +
+		(SELECT COUNT(*) FROM information_schema.SCHEMA_PRIVILEGES WHERE GRANTEE = `+grantee+` AND TABLE_SCHEMA = 'mysql' AND PRIVILEGE_TYPE = 'INSERT') +
+		(SELECT COUNT(*) FROM information_schema.TABLE_PRIVILEGES WHERE GRANTEE = `+grantee+` AND TABLE_SCHEMA = 'mysql' AND TABLE_NAME = 'plugin' AND PRIVILEGE_TYPE = 'INSERT')`).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("mdl: read the privileges: %w", err)
+	}
+	return n > 0, nil
+}
+
 // LoadPlugin installs the metadata_lock_info plugin.
 func LoadPlugin(ctx context.Context, db *sql.DB) error {
 	_, err := db.ExecContext(ctx, dbconn.Tag+"INSTALL SONAME 'metadata_lock_info'")

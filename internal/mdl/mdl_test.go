@@ -588,3 +588,120 @@ func TestFinderStaleInnoDBTrx(t *testing.T) {
 		t.Error("control: killDue did not kill an idle blocker with a small transaction")
 	}
 }
+
+// TestRunPossibleBlockerSurvivesAttempt: without the plugin an idle
+// transaction that read t is only a possible blocker, so the first attempt
+// is made and times out behind it. From then on it is a blocker: Run does
+// not request the lock again while it is open (no more stalls for the
+// application), and locks once it ends.
+func TestRunPossibleBlockerSurvivesAttempt(t *testing.T) {
+	t.Parallel()
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY)", "INSERT INTO t VALUES (1)")
+	idle := newSession(t, db)
+	idle.exec("BEGIN", "SELECT * FROM t")
+	f, err := NewFinder(context.Background(), db, Config{Schema: schema, Table: "t", MinAge: 100 * time.Millisecond, NoPlugin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // INNODB_TRX.trx_started has a 1 s resolution
+	log, lb := testLogger(t)
+	var mu sync.Mutex
+	var n int
+	var at []time.Time
+	var ended time.Time
+	go func() {
+		// End the transaction 4 s after the first attempt.
+		for {
+			mu.Lock()
+			k := len(at)
+			mu.Unlock()
+			if k > 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(4 * time.Second)
+		mu.Lock()
+		ended = time.Now()
+		mu.Unlock()
+		idle.exec("COMMIT")
+	}()
+	_, err = Run(context.Background(), Policy{Finder: f, LockWaitTimeout: time.Second, Attempts: 10, Budget: 30 * time.Second, Logger: log},
+		"test", lockAttempt(db, schema, 1, &n, &mu, &at), dbconn.IsLockTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("attempts %d at %v; the transaction ended at %v", n, at, ended)
+	if n != 2 {
+		t.Errorf("%d lock attempts, want 2: one behind the possible blocker, one after it ended", n)
+	}
+	for _, a := range at[1:] {
+		if a.Before(ended) {
+			t.Errorf("the lock was requested at %v, while the blocker (named after the failed attempt) still ran", a)
+		}
+	}
+	if !strings.Contains(lb.String(), "treating it as a blocker") {
+		t.Error("the promotion was not logged")
+	}
+}
+
+// TestRunNeverRequestsBehindNamedBlocker: a certain blocker that outlasts
+// the budget: no lock is ever requested (each request would make the
+// application wait the lock timeout for nothing); Run gives up naming it.
+func TestRunNeverRequestsBehindNamedBlocker(t *testing.T) {
+	t.Parallel()
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY)", "INSERT INTO t VALUES (1)")
+	if err := LoadPlugin(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	blocker := newSession(t, db)
+	blocker.start("SELECT * FROM t WHERE SLEEP(20) = 0")
+	waitState(t, db, blocker.id, "User sleep")
+	f, err := NewFinder(context.Background(), db, Config{Schema: schema, Table: "t", MinAge: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	log, _ := testLogger(t)
+	var mu sync.Mutex
+	var n int
+	var at []time.Time
+	_, err = Run(context.Background(), Policy{Finder: f, LockWaitTimeout: time.Second, Attempts: 3, Budget: 3 * time.Second, Logger: log},
+		"test", lockAttempt(db, schema, 1, &n, &mu, &at), dbconn.IsLockTimeout)
+	if !errors.Is(err, ErrGaveUp) || !strings.Contains(err.Error(), fmt.Sprintf("thread %d", blocker.id)) {
+		t.Fatalf("want ErrGaveUp naming thread %d, got %v", blocker.id, err)
+	}
+	if n != 0 {
+		t.Errorf("%d lock request(s) behind a named blocker", n)
+	}
+}
+
+// TestCanLoadPlugin: the test user may install plugins; a user with
+// SELECT only may not.
+func TestCanLoadPlugin(t *testing.T) {
+	t.Parallel()
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	ctx := context.Background()
+	if ok, err := CanLoadPlugin(ctx, db); err != nil || !ok {
+		t.Errorf("admin: CanLoadPlugin = %v, %v", ok, err)
+	}
+	user := "ro_" + schema[len(schema)-4:]
+	testutil.Exec(t, db, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'pw'", "GRANT SELECT ON *.* TO '"+user+"'@'%'")
+	t.Cleanup(func() { _, _ = db.Exec("DROP USER '" + user + "'@'%'") })
+	sb := testutil.Sandbox(t)
+	ro, err := sql.Open("mysql", fmt.Sprintf("%s:pw@tcp(%s:%d)/", user, sb.Primary.Host, sb.Primary.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if ok, err := CanLoadPlugin(ctx, ro); err != nil || ok {
+		t.Errorf("SELECT-only user: CanLoadPlugin = %v, %v", ok, err)
+	}
+}

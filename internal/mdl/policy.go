@@ -24,8 +24,10 @@ type Policy struct {
 	// Attempts caps the lock attempts (default 10).
 	Attempts int
 	// Budget bounds the whole step, waiting for blockers included (default
-	// 10 minutes). Before each attempt recast waits while blockers exist, at
-	// most Budget/Attempts; then it tries anyway.
+	// 10 minutes). Before each attempt recast waits while blockers exist
+	// (certain ones, and possible ones that survived a failed attempt); it
+	// never requests the lock while one runs, and gives up at the end of
+	// the budget if one still does.
 	Budget time.Duration
 	// KillAfter, if positive, kills a certain blocker once it has stood in
 	// recast's way that long: KILL QUERY ID for a running statement, KILL
@@ -88,7 +90,6 @@ func Run(ctx context.Context, p Policy, what string, attempt func(ctx context.Co
 	}
 	start := time.Now()
 	deadline := start.Add(p.Budget)
-	perAttempt := p.Budget / time.Duration(p.Attempts)
 	tr := &tracker{p: p, what: what, seen: map[string]*seen{}}
 	defer func() {
 		rep.Duration = time.Since(start)
@@ -102,19 +103,19 @@ func Run(ctx context.Context, p Policy, what string, attempt func(ctx context.Co
 	backoff := 500 * time.Millisecond
 	for n := 1; n <= p.Attempts && time.Now().Before(deadline); n++ {
 		if p.Finder != nil {
+			// Never request the lock while a named blocker runs: the
+			// attempt would make the application wait the lock timeout for
+			// nothing. Wait (or kill, per the policy) up to the budget.
 			w0 := time.Now()
 			var err error
-			current, err = tr.wait(ctx, earlier(deadline, w0.Add(perAttempt)))
+			current, err = tr.wait(ctx, deadline)
 			rep.Waited += time.Since(w0)
 			if err != nil {
 				return rep, err
 			}
-			if len(current) > 0 && !time.Now().Before(deadline) {
-				break
-			}
 			if len(current) > 0 {
-				p.Logger.Warn(what+": blockers remain after waiting; requesting the lock anyway, for at most the lock timeout",
-					"waited", round(time.Since(w0)), "lock_timeout", p.LockWaitTimeout, "blockers", describe(current))
+				p.Logger.Warn(what+": blockers still run at the end of the budget; not requesting the lock", "waited", round(time.Since(w0)), "blockers", describe(current))
+				break
 			}
 		}
 		if !time.Now().Before(deadline) {
@@ -127,12 +128,15 @@ func Run(ctx context.Context, p Policy, what string, attempt func(ctx context.Co
 		}
 		last = err
 		if ctx.Err() != nil {
-			return rep, ctx.Err()
+			// Keep the attempt's error too: it may say what state the
+			// attempt left (the cut-over's unknown RENAME outcome).
+			return rep, fmt.Errorf("%w: %w", ctx.Err(), err)
 		}
 		if !retryable(err) {
 			return rep, err
 		}
 		p.Logger.Warn(what+" attempt failed; the table is unchanged, retrying", "attempt", n, "err", err)
+		tr.promote()
 		if n == p.Attempts {
 			break
 		}
@@ -147,7 +151,7 @@ func Run(ctx context.Context, p Policy, what string, attempt func(ctx context.Co
 	if p.Finder != nil {
 		// Who is in the way now (the last look may be an attempt old)?
 		if bs, err := p.Finder.Find(context.WithoutCancel(ctx)); err == nil {
-			current = certain(bs)
+			current = tr.certain(bs)
 		}
 		if len(current) > 0 {
 			msg += "; blocked by " + describe(current)
@@ -182,29 +186,12 @@ func (e *gaveUpError) Unwrap() []error {
 	return []error{ErrGaveUp, e.last}
 }
 
-func earlier(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
 func describe(bs []Blocker) string {
 	s := make([]string, len(bs))
 	for i, b := range bs {
 		s[i] = b.String()
 	}
 	return strings.Join(s, "; ")
-}
-
-func certain(bs []Blocker) []Blocker {
-	var out []Blocker
-	for _, b := range bs {
-		if b.Certain {
-			out = append(out, b)
-		}
-	}
-	return out
 }
 
 type seen struct {
@@ -227,6 +214,40 @@ type tracker struct {
 	kills []Kill
 	prev  string // keys of the last observation, for Observe
 	errs  int
+	// suspects are the possible blockers (open transactions whose tables
+	// are unknown) of the last look before an attempt; promoted are those
+	// that were there when an attempt failed: from then on they are
+	// waited for (or killed) like certain blockers.
+	suspects map[string]Blocker
+	promoted map[string]bool
+}
+
+// promote marks the possible blockers present at the failed attempt as
+// blockers: without the metadata_lock_info plugin an open transaction that
+// read the table cannot be told from one that did not, and one that
+// outlives a failed attempt probably made it fail.
+func (t *tracker) promote() {
+	for k, b := range t.suspects {
+		if t.promoted == nil {
+			t.promoted = map[string]bool{}
+		}
+		if !t.promoted[k] {
+			t.promoted[k] = true
+			t.p.Logger.Warn(t.what+": a possible blocker (open transaction) was there when the attempt failed: treating it as a blocker (the metadata_lock_info plugin would tell for sure: --load-mdl-plugin)", "blocker", b)
+		}
+	}
+}
+
+// certain are the blockers of bs recast waits for: the certain ones, and
+// the possible ones that survived a failed attempt.
+func (t *tracker) certain(bs []Blocker) []Blocker {
+	var out []Blocker
+	for _, b := range bs {
+		if b.Certain || t.promoted[b.Key()] {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 func (t *tracker) blockers() []Blocker {
@@ -276,9 +297,14 @@ func (t *tracker) wait(ctx context.Context, until time.Time) ([]Blocker, error) 
 		}
 		var longs, noted []Blocker
 		mid, young := 0, 0
+		t.suspects = map[string]Blocker{}
 		for _, b := range all {
+			if !b.Certain && t.promoted[b.Key()] {
+				b.Certain = true // survived a failed attempt
+			}
 			switch {
 			case !b.Certain:
+				t.suspects[b.Key()] = b
 				if b.Age() >= long {
 					noted = append(noted, b) // reported, never waited for
 				}

@@ -84,6 +84,14 @@ type Control struct {
 	db       *sql.DB // the primary (validating load variables)
 	estimate int64
 	blockers []mdl.Blocker
+	// copiedBefore: rows a resumed run's predecessors copied (progress
+	// counts them).
+	copiedBefore int64
+	// fullSpeed: the applier runs without the throttle's delay (set for the
+	// cut-over: its last catch-up and the drain under lock).
+	fullSpeed bool
+	// cutNote says what the cut-over waits for before requesting the lock.
+	cutNote string
 
 	samples []sample // the meter's, oldest first
 }
@@ -121,7 +129,7 @@ func (c *Control) Run(ctx context.Context, opts Options) (*Result, error) {
 	res, err := Run(ctx, opts)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err != nil && c.aborted != nil && !errors.Is(err, ErrAborted) {
+	if err != nil && c.aborted != nil && !errors.Is(err, ErrAborted) && !errors.Is(err, errAfterSwap) {
 		err = fmt.Errorf("%w (%v)", c.aborted, err)
 	}
 	c.finished = time.Now()
@@ -187,23 +195,41 @@ func (c *Control) throttleWait(ctx context.Context) error {
 	return th.Wait(ctx)
 }
 
-// applierDelay is the pump's delay hook: none during the cut-over.
+// applierDelay is the pump's delay hook: none during the cut-over, nor
+// while the applier is told to run at full speed.
 func (c *Control) applierDelay() time.Duration {
 	c.mu.Lock()
-	th, phase := c.th, c.phase
+	th, phase, full := c.th, c.phase, c.fullSpeed
 	c.mu.Unlock()
-	if th == nil || phase == status.PhaseCutOver {
+	if th == nil || phase == status.PhaseCutOver || full {
 		return 0
 	}
 	return th.ApplierDelay()
 }
 
+// setFullSpeed tells the applier to run without the throttle's delay (the
+// pump asks applierDelay before each window), or lets the delay apply again.
+func (c *Control) setFullSpeed(on bool) {
+	c.mu.Lock()
+	c.fullSpeed = on
+	c.mu.Unlock()
+}
+
+// setCutOverNote sets what the status says the cut-over waits for ("" when
+// it does not wait).
+func (c *Control) setCutOverNote(note string) {
+	c.mu.Lock()
+	c.cutNote = note
+	c.mu.Unlock()
+}
+
 // start runs the throttle (replica discovery, heartbeat, throttler) and
 // the meter for the copy pipeline until ctx ends; abort cancels the
 // pipeline. stop ends them and drops the heartbeat table.
-func (c *Control) start(ctx context.Context, m *migrator, abort context.CancelCauseFunc, cp *copier.Copier, ap *apply.Applier, p *pump, estimate int64) (stop func(), err error) {
+func (c *Control) start(ctx context.Context, m *migrator, abort context.CancelCauseFunc, cp *copier.Copier, ap *apply.Applier, p *pump, estimate, copiedBefore int64) (stop func(), err error) {
 	o := m.opts
 	c.mu.Lock()
+	c.copiedBefore = copiedBefore
 	c.cancelRun = abort
 	c.cp, c.ap, c.pump, c.estimate, c.db = cp, ap, p, estimate, m.db
 	aborted, maxLag := c.aborted, c.maxLag
@@ -612,7 +638,10 @@ func (c *Control) takeSample(ctx context.Context, db *sql.DB) {
 	if cp == nil {
 		return
 	}
-	s := sample{at: time.Now(), rows: cp.Progress().Rows, phase: phase, endBytes: -1, appliedBytes: -1}
+	c.mu.Lock()
+	before := c.copiedBefore
+	c.mu.Unlock()
+	s := sample{at: time.Now(), rows: before + cp.Progress().Rows, phase: phase, endBytes: -1, appliedBytes: -1}
 	st := ap.Stats()
 	s.received, s.written, s.applied = st.Changes, st.Rows, p.applied.Load()
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -748,7 +777,7 @@ func (c *Control) History() []status.Sample {
 }
 
 func (c *Control) percent(rows int64, phase string) float64 {
-	if c.cp != nil && c.cp.Progress().Done && rows == c.cp.Progress().Rows {
+	if c.cp != nil && c.cp.Progress().Done && rows == c.copiedBefore+c.cp.Progress().Rows {
 		return 100
 	}
 	if phase != status.PhaseInspect && phase != status.PhaseCopy {
@@ -792,7 +821,8 @@ func (c *Control) Status() status.Snapshot {
 	r := c.ratesLocked()
 	if c.cp != nil {
 		pr := c.cp.Progress()
-		s.Copy = status.Copy{RowsCopied: pr.Rows, RowsEstimated: c.estimate, Percent: c.percent(pr.Rows, c.phase),
+		rows := c.copiedBefore + pr.Rows
+		s.Copy = status.Copy{RowsCopied: rows, RowsEstimated: c.estimate, Percent: c.percent(rows, c.phase),
 			RowsPerSecond: r.copy, Chunks: pr.Chunks, ChunkSize: pr.ChunkSize, InFlight: pr.InFlight, Done: pr.Done}
 	}
 	if c.ap != nil {
@@ -895,6 +925,9 @@ func (c *Control) etaLocked(s status.Snapshot, r rates) (backlog string, eta sta
 	case status.PhaseCutOver:
 		if s.Postponed {
 			return backlog, none("cut-over postponed until " + s.Settings.PostponeFlagFile + " is removed (recast ctl cutover)")
+		}
+		if c.cutNote != "" {
+			return backlog, none(c.cutNote)
 		}
 		return backlog, none("cutting over")
 	}

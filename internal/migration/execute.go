@@ -29,6 +29,17 @@ func sentryName(t string) string { return cutover.SentryName(t) }
 // errSwapped ends the stream once the binlog shows the cut-over's RENAME.
 var errSwapped = errors.New("table swapped")
 
+// errAfterSwap marks an error that came after the swap: the migration is
+// done as far as the table goes, so it is not reported as aborted.
+var errAfterSwap = errors.New("after the swap")
+
+func orSentry(old, t string) string {
+	if old == "" {
+		return "dropped"
+	}
+	return old
+}
+
 // ErrInterrupted wraps the error of a migration stopped by a signal or a
 // cancelled context before the cut-over: its state was checkpointed and
 // `--resume` continues it.
@@ -48,7 +59,22 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		switch {
+		case save == nil && o.Resume:
+			// The resumed run failed before its pipeline started: the
+			// interrupted run's ghost and checkpoint are all there is.
+			err = fmt.Errorf("%w; the helper tables (%s, %s) are kept for another --resume, or recast cleanup", err, ghostQ, chkQ)
+			return
 		case save == nil:
+		case errors.Is(err, cutover.ErrOutcomeUnknown):
+			// (Before the interrupted case: an interruption does not make
+			// the outcome known.)
+			// Whether the table was swapped is not certain: drop nothing,
+			// keep the position for --resume.
+			if serr := save(cctx); serr != nil {
+				err = fmt.Errorf("%w (and saving the checkpoint failed: %w)", err, serr)
+			}
+			err = fmt.Errorf("%w; every helper table is kept (%s, %s)", err, ghostQ, chkQ)
+			return
 		case ctx.Err() != nil:
 			// Interrupted: keep the ghost and the checkpoint for --resume.
 			if serr := save(cctx); serr == nil {
@@ -139,7 +165,7 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 	pump := &pump{stream: stream, ap: ap, swapped: make(chan struct{}), delay: ctl.applierDelay}
 	m.postponed = func(ctx context.Context) error { return m.keepVerified(ctx, ver, 0) }
 	defer func() { m.postponed = nil }()
-	stopCtl, err := ctl.start(runCtx, m, cancel, cp, ap, pump, plan.RowEstimate)
+	stopCtl, err := ctl.start(runCtx, m, cancel, cp, ap, pump, plan.RowEstimate, state.CopiedRows)
 	if err != nil {
 		return err
 	}
@@ -194,7 +220,7 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 			Source: m.source, Ghost: plan.Ghost,
 			SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan), SourceExprs: plan.CopyExprs,
 			KeySource: plan.KeySource, KeyGhost: plan.KeyGhost, KeyIndex: plan.KeyIndex,
-			Align: pump.align, Pause: o.Pause, Logger: o.Logger,
+			MaxChunkRows: o.MaxChunkRows, Align: pump.align, Pause: o.Pause, Logger: o.Logger,
 		})
 		res.Checksum = cs
 		if err != nil {
@@ -223,22 +249,35 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 		Schema: o.Database, Table: o.Table, Ghost: GhostName(o.Table), Old: OldName(o.Table),
 		LockWaitTimeout: o.CutOverLockTimeout, Attempts: o.CutOverAttempts,
 		WaitApplied: ap.WaitApplied, Armed: pump.arm, Disarmed: pump.disarm,
-		BeforeAttempt: func(ctx context.Context) error { return m.keepVerified(ctx, ver, 2*time.Second) },
-		UnderLock:     chainUnderLock(m.verifyUnderLock(ver), m.carryAutoIncrement), // autoinc.go
-		DropOld:       o.DropOldTable, Logger: o.Logger,
+		BeforeLock: m.readyToLock(ap, ctl, func(ctx context.Context) error { return m.keepVerified(ctx, ver, 2*time.Second) }),
+		UnderLock:  chainUnderLock(m.verifyUnderLock(ver), m.carryAutoIncrement), // autoinc.go
+		DropOld:    o.DropOldTable, Logger: o.Logger,
 		Pause: func(ctx context.Context, point string) { o.Pause(ctx, "cutover:"+point) },
 	})
 	res.CutOver = cutOverReport(cres)
 	if cres.LockedFor > 0 {
 		swappedIn = true
 	}
+	if err != nil && swappedIn {
+		// The new table is in place (an abort or a failure after the swap
+		// cannot undo it): say so, whatever ended the run.
+		return fmt.Errorf("%w: the table WAS swapped (the new table is in place, the old one is %s): %w", errAfterSwap, orSentry(cres.OldTable, o.Table), err)
+	}
+	if errors.Is(err, cutover.ErrOutcomeUnknown) {
+		return err // as is: whatever else ended the run, the helper tables must stay
+	}
 	if err != nil {
 		return fail(err)
+	}
+	if cres.Recovered {
+		o.Logger.Warn("the swap session lost its connection, but the server shows the tables swapped: the new table is in place")
 	}
 	// The stream shows the RENAME; anything of T's between the drain point and
 	// it would be a write the swap lost. Wait for it, briefly.
 	select {
 	case <-pump.swapped:
+	case <-runCtx.Done():
+		o.Logger.Warn("the run was stopped after the swap: the binlog stream's check that no write reached the old table after the drain point was not done", "cause", context.Cause(runCtx))
 	case <-time.After(10 * time.Second):
 		o.Logger.Warn("the binlog stream did not show the cut-over RENAME within 10s")
 	}
@@ -249,7 +288,7 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 	if n := pump.lost.Load(); n > 0 {
 		return fmt.Errorf("cut-over: %d row change(s) reached the old table after the drain point: writes lost; the old table is %s", n, cres.OldTable)
 	}
-	if _, err := m.db.ExecContext(ctx, dbconn.Tag+"DROP TABLE IF EXISTS "+chkQ); err != nil {
+	if _, err := m.db.ExecContext(context.WithoutCancel(ctx), dbconn.Tag+"DROP TABLE IF EXISTS "+chkQ); err != nil {
 		o.Logger.Warn("dropping the checkpoint table failed; recast cleanup removes it", "table", chkQ, "err", err)
 	}
 	o.Logger.Info("cut-over done", "attempts", cres.Attempts, "locked", cres.LockedFor.Round(time.Millisecond), "old", cres.OldTable)
@@ -341,6 +380,77 @@ func (m *migrator) catchUp(ctx context.Context, ap *apply.Applier) error {
 		}
 		if time.Since(start) < time.Second {
 			return nil
+		}
+	}
+}
+
+// lockBacklog bounds the apply work left for the drain under lock: no lock
+// is requested until a catch-up round (applying everything the binlog held
+// when the round began) took at most this long.
+const lockBacklog = 50 * time.Millisecond
+
+// readyToLock is the cut-over's BeforeLock: with the applier at full speed
+// (no throttle delay from now to the end of the cut-over), it catches up in
+// rounds until one takes at most lockBacklog, measured. Rounds that do not
+// shrink mean the backlog is not draining: the status says so and no lock is
+// requested; after the attempt's share of the budget the attempt fails
+// (retryable) without having locked anything. settle, if set, runs once
+// caught up (it verifies the rows written meanwhile, so that what is left
+// to verify under lock is small), followed by another round that must pass.
+func (m *migrator) readyToLock(ap *apply.Applier, ctl *Control, settle func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctl.setFullSpeed(true)
+		defer ctl.setCutOverNote("")
+		o := m.opts
+		limit := max(o.CutOverBudget/time.Duration(max(o.CutOverAttempts, 1)), 10*time.Second)
+		rctx, cancel := context.WithTimeout(ctx, limit)
+		defer cancel()
+		var prev, took time.Duration
+		notDraining := 0
+		settled := false // the last step was settle
+		for rounds := 1; ; rounds++ {
+			pos, err := binlog.CurrentPosition(rctx, m.db)
+			if err == nil {
+				t0 := time.Now()
+				err = ap.WaitApplied(rctx, pos)
+				took = time.Since(t0)
+			}
+			if err != nil {
+				if ctx.Err() == nil && rctx.Err() != nil {
+					return fmt.Errorf("%w: no lock requested: the applier's backlog did not get below %s of apply work within %s (last catch-up round %s)",
+						cutover.ErrRetry, lockBacklog, limit, took.Round(time.Millisecond))
+				}
+				return err
+			}
+			if took <= lockBacklog {
+				if settle == nil || settled {
+					o.Logger.Debug("cut-over: caught up before requesting the lock", "round", took.Round(time.Millisecond), "rounds", rounds)
+					return nil
+				}
+				if err := settle(rctx); err != nil {
+					if ctx.Err() == nil && rctx.Err() != nil {
+						return fmt.Errorf("%w: no lock requested: verifying the rows written since the checksum did not end within %s: %w", cutover.ErrRetry, limit, err)
+					}
+					return err
+				}
+				settled = true
+				continue
+			}
+			settled = false
+			if prev > 0 && took >= prev {
+				notDraining++
+			} else {
+				notDraining = 0
+			}
+			prev = took
+			note := fmt.Sprintf("catching up before requesting the lock: the last round took %s (the lock is requested once one takes at most %s)", took.Round(time.Millisecond), lockBacklog)
+			if notDraining >= 3 {
+				note = fmt.Sprintf("the applier's backlog is not draining (catch-up rounds of %s and not shrinking): no lock is requested until it does", took.Round(time.Millisecond))
+				if notDraining == 3 {
+					o.Logger.Warn("cut-over: " + note)
+				}
+			}
+			ctl.setCutOverNote(note)
 		}
 	}
 }

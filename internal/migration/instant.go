@@ -210,6 +210,10 @@ func (m *migrator) planDryMethod(ctx context.Context, ch methodChoice) (*Plan, e
 			return nil, err
 		}
 		p.MethodReason = ch.reason
+		if m.resume != nil {
+			st := m.resume.state
+			p.Resume = &st
+		}
 		return p, nil
 	}
 	return m.nativePlan(ch), nil
@@ -309,6 +313,14 @@ func (m *migrator) blockerPolicy(ctx context.Context) *mdl.Policy {
 		f = nil
 	} else {
 		o.Logger.Info("metadata-lock blockers are looked up in "+f.Source(), "kill_after", o.KillBlockersAfter, "kill_max_rows", o.KillMaxRows)
+		if !f.Plugin() {
+			const why = "the metadata_lock_info plugin is not loaded: an idle transaction that read the table can only be a possible blocker (recast treats it as one once it outlives a failed lock attempt)"
+			if can, err := mdl.CanLoadPlugin(ctx, m.db); err == nil && can {
+				o.Logger.Warn(why + "; recommended: your user may load it, pass --load-mdl-plugin (INSTALL SONAME 'metadata_lock_info')")
+			} else {
+				o.Logger.Warn(why + "; recommended: ask an administrator to run INSTALL SONAME 'metadata_lock_info' (it needs INSERT on mysql.plugin)")
+			}
+		}
 	}
 	return &mdl.Policy{Finder: f, KillAfter: o.KillBlockersAfter, KillMaxRows: o.KillMaxRows,
 		Observe: o.Control.ObserveBlockers} // nil-safe: the status page's blockers
@@ -330,7 +342,8 @@ func (m *migrator) cutOver(ctx context.Context, cfg cutover.Config) (cutover.Res
 // cutOverReport is the cut-over's part of the Result.
 func cutOverReport(c cutover.Result) CutOverReport {
 	return CutOverReport{Attempts: c.Attempts, LockedFor: c.LockedFor, Drain: c.Drain, Queue: c.Queue, OldTable: c.OldTable,
-		Waited: c.Waited, Blockers: c.Blockers, Kills: c.Kills}
+		Waited: c.Waited, Blockers: c.Blockers, Kills: c.Kills, Blocked: c.Blocked, AttemptLocks: c.AttemptLocks, AttemptHolds: c.AttemptHolds,
+		Rename: c.Rename, LockWait: c.LockWait, UnderLock: c.UnderLock}
 }
 
 // preparePostpone creates the postpone flag file if it does not exist, so

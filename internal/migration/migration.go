@@ -43,6 +43,8 @@ type Plan struct {
 
 	// MethodReason says why Method was chosen (instant.go).
 	MethodReason string
+	// Resume is the checkpoint a --resume continues from (nil otherwise).
+	Resume *checkpoint.State
 }
 
 // Result is what Run reports.
@@ -63,12 +65,22 @@ type CutOverReport struct {
 	LockedFor time.Duration // the table was locked this long (successful attempt)
 	Drain     time.Duration // of which: waiting for the applier under lock
 	Queue     time.Duration // of which: waiting for the RENAME to queue
+	Rename    time.Duration // of which: renaming the ghost for the swap
+	UnderLock time.Duration // of which: verifying under lock (UnderLock)
+	LockWait  time.Duration // waiting for LOCK TABLES (before LockedFor)
 	OldTable  string
 	// Waited is the time spent waiting for metadata-lock blockers before
 	// requesting the lock; Blockers and Kills are what was seen and done.
 	Waited   time.Duration
 	Blockers []mdl.Blocker
 	Kills    []mdl.Kill
+	// Blocked is how long application statements on the table could wait
+	// behind recast's lock over all attempts (each LOCK TABLES request to
+	// its UNLOCK); AttemptLocks is that per attempt.
+	Blocked      time.Duration
+	AttemptLocks []time.Duration
+	// AttemptHolds: how long each attempt held LOCK TABLES (granted to UNLOCK).
+	AttemptHolds []time.Duration
 }
 
 // Run runs the migration described by opts: a dry run (inspect and plan)
@@ -115,9 +127,20 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err := m.inspect(ctx); err != nil {
 		return nil, err
 	}
+	if opts.Resume {
+		// Before anything is created, renamed or dropped: a refusal leaves
+		// every helper table as the interrupted run left it.
+		if err := m.checkResume(ctx); err != nil {
+			return nil, err
+		}
+	}
 	choice, err := m.chooseMethod(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Resume && choice.method != MethodCopy {
+		return nil, fmt.Errorf("--resume: a checkpoint of a copy exists (%s), but --method %s chose %s (%s): continue the copy with --method copy, or drop the helper tables with `recast cleanup --database %s --table %s` and run the ALTER natively",
+			checkpoint.TableName(opts.Table), opts.Method, strings.ToUpper(choice.method), choice.reason, opts.Database, opts.Table)
 	}
 	if choice.method == MethodCopy {
 		if err := m.copyChecks(ctx); err != nil {
@@ -150,6 +173,7 @@ type migrator struct {
 	source *table.Table
 	an     *ddl.Analysis
 	checks *check.Input // preflight: holds the per-table lock until release
+	resume *resumeState // --resume: the validated checkpoint (checkResume)
 	// postponed, if set, runs about once a second while the cut-over is
 	// postponed (keeps the rows written meanwhile verified).
 	postponed func(ctx context.Context) error
@@ -338,6 +362,19 @@ func (p *Plan) Describe() string {
 		if !found {
 			fmt.Fprintf(&b, "  %-24s new (default value)\n", c.Name)
 		}
+	}
+	if r := p.Resume; r != nil {
+		wm := "none (the copy starts at the first row)"
+		if r.CopyDone {
+			wm = "copy done"
+		} else if r.Watermark != nil {
+			parts := make([]string, len(r.Watermark))
+			for i, v := range r.Watermark {
+				parts[i] = string(v)
+			}
+			wm = "(" + strings.Join(parts, ", ") + ")"
+		}
+		fmt.Fprintf(&b, "resume:       from binlog %s, %d rows copied before, watermark %s\n", r.Pos(), r.CopiedRows, wm)
 	}
 	fmt.Fprintf(&b, "afterwards:   old table kept as %s\n", p.OldName)
 	return b.String()

@@ -162,3 +162,103 @@ func (m *migrator) restoreSwapName(ctx context.Context) error {
 	o.Logger.Info("resume: the ghost was renamed for an interrupted swap; renamed it back", "table", GhostName(o.Table))
 	return nil
 }
+
+// resumeState is a checkpoint checkResume found resumable.
+type resumeState struct {
+	state checkpoint.State
+	ghost string // the ghost's current name (GhostName, or SwapName mid-attempt)
+}
+
+// checkResume validates the checkpoint of an interrupted run against this
+// command, reading only: the ALTER, the ghost's definition (what the ALTER
+// makes of the table now), the key, and the position (still in the
+// binlog). It runs before anything is created, renamed or dropped, so a
+// refusal leaves every helper table in place.
+func (m *migrator) checkResume(ctx context.Context) error {
+	o := m.opts
+	keep := fmt.Sprintf("the helper tables are kept; pass the matching options, or abandon the run with `recast cleanup --database %s --table %s`", o.Database, o.Table)
+	st, err := checkpoint.Read(ctx, m.db, o.Database, o.Table)
+	if errors.Is(err, checkpoint.ErrNone) {
+		return fmt.Errorf("--resume: there is no checkpoint (%s) to resume from: run without --resume (after recast cleanup if helper tables remain)", checkpoint.TableName(o.Table))
+	}
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(st.Alter) != strings.TrimSpace(o.Alter) {
+		return fmt.Errorf("--resume: the checkpoint is for --alter %q, not %q: pass the same ALTER (%s)", st.Alter, o.Alter, keep)
+	}
+	rs := &resumeState{state: st, ghost: GhostName(o.Table)}
+	gt, err := table.Load(ctx, m.db, o.Database, rs.ghost)
+	if errors.Is(err, table.ErrNotFound) {
+		rs.ghost = cutover.SwapName(o.Table) // killed in a cut-over attempt
+		gt, err = table.Load(ctx, m.db, o.Database, rs.ghost)
+	}
+	if errors.Is(err, table.ErrNotFound) {
+		return fmt.Errorf("--resume: the ghost table %s is gone: run recast cleanup and start over", GhostName(o.Table))
+	}
+	if err != nil {
+		return err
+	}
+	want, err := m.planDry(ctx)
+	if err != nil {
+		return fmt.Errorf("--resume: %w", err)
+	}
+	if d := definitionDiff(want.Ghost, gt); d != "" {
+		return fmt.Errorf("--resume: the ghost %s is not what the ALTER makes of %s now (%s): the table or the ghost changed since the checkpoint; %s",
+			rs.ghost, m.source.QuotedName(), d, keep)
+	}
+	plan, err := m.plan(gt)
+	if err != nil {
+		return err
+	}
+	if !slices.EqualFunc(plan.KeySource, st.Key, strings.EqualFold) {
+		return fmt.Errorf("--resume: the checkpoint's key (%s) is not the key recast picks now (%s); %s",
+			strings.Join(st.Key, ","), strings.Join(plan.KeySource, ","), keep)
+	}
+	logs, err := binaryLogs(ctx, m.db)
+	if err != nil {
+		return fmt.Errorf("--resume: list the binary logs: %w", err)
+	}
+	found := false
+	for _, f := range logs {
+		if f.name == st.File {
+			found = f.size >= int64(st.Offset)
+		}
+	}
+	if !found {
+		return fmt.Errorf("--resume: the checkpoint's binlog position %s is no longer on the server (purged, or the server is another one): the changes since it cannot be replayed; run recast cleanup and start over", st.Pos())
+	}
+	m.resume = rs
+	o.Logger.Info("--resume: the checkpoint matches", "position", st.Pos().String(), "copy_done", st.CopyDone, "rows_copied_before", st.CopiedRows)
+	return nil
+}
+
+// definitionDiff describes how got differs from want in what the copy and
+// the applier rely on (columns, their types, indexes), or "" when it does not.
+func definitionDiff(want, got *table.Table) string {
+	col := func(c table.Column) string {
+		return fmt.Sprintf("%s %s null=%v collation=%s generated=%v", strings.ToLower(c.Name), c.ColumnType, c.Nullable, c.Collation, c.Generated)
+	}
+	var diffs []string
+	if len(want.Columns) != len(got.Columns) {
+		diffs = append(diffs, fmt.Sprintf("%d columns, expected %d", len(got.Columns), len(want.Columns)))
+	} else {
+		for i := range want.Columns {
+			if w, g := col(want.Columns[i]), col(got.Columns[i]); w != g {
+				diffs = append(diffs, fmt.Sprintf("column %q, expected %q", g, w))
+			}
+		}
+	}
+	ix := func(t *table.Table) string {
+		var out []string
+		for _, i := range t.Indexes {
+			out = append(out, fmt.Sprintf("%s unique=%v (%s)", strings.ToLower(i.Name), i.Unique, strings.ToLower(strings.Join(i.Columns, ","))))
+		}
+		slices.Sort(out)
+		return strings.Join(out, "; ")
+	}
+	if w, g := ix(want), ix(got); w != g {
+		diffs = append(diffs, fmt.Sprintf("indexes %s, expected %s", g, w))
+	}
+	return strings.Join(diffs, "; ")
+}

@@ -2,6 +2,7 @@ package migration
 
 import (
 	"bufio"
+	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -208,5 +209,139 @@ func runKillResume(t *testing.T, c resumeCase) {
 	}
 	if got := tableNames(t, db, schema); strings.Join(got, ",") != "_wl_old,wl" {
 		t.Errorf("tables left: %v", got)
+	}
+}
+
+// TestResumeRefusalKeepsHelpers: a --resume that does not match the
+// checkpoint (another ALTER, a dry run with another ALTER, an ALTER the
+// server could run INSTANT under --method auto) is refused before anything
+// is created or dropped: the ghost and the checkpoint stay, the dry run with
+// the right ALTER prints the resume state, and the correct command resumes.
+func TestResumeRefusalKeepsHelpers(t *testing.T) {
+	ctx := ctxFor(t, 4*time.Minute)
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	const rows = 5000
+	cfg := workload.Config{Schema: schema, Table: "wl", Writers: 2, Rows: rows, Seed: 7, OpsPerSec: 200}
+	if err := workload.CreateTable(ctx, db, cfg); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := workload.Prepare(ctx, db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := workload.Start(ctx, db, cfg, sh)
+	stopped := false
+	defer func() {
+		if !stopped {
+			load.Stop()
+		}
+	}()
+	o := testOptions(t, schema, "wl", "ADD COLUMN note INT NULL")
+	k := startRecast(t, o, "caught-up", "--max-chunk-rows", "100", "--threads", "1")
+	select {
+	case <-k.paused:
+	case err := <-k.done:
+		t.Fatalf("recast ended before pausing: %v\n%s", err, k.output())
+	case <-ctx.Done():
+		t.Fatalf("recast did not pause\n%s", k.output())
+	}
+	k.kill(t)
+	// The server notices the killed run's connection gone (its per-table lock).
+	for {
+		var free sql.NullInt64
+		if err := db.QueryRowContext(ctx, "SELECT IS_FREE_LOCK(?)", "recast:"+schema+".wl").Scan(&free); err != nil {
+			t.Fatal(err)
+		}
+		if free.Int64 == 1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the killed run's lock stays held")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	helpers := func(when string) {
+		t.Helper()
+		got := strings.Join(tableNames(t, db, schema), ",")
+		if !strings.Contains(got, "_wl_chk") || !strings.Contains(got, "_wl_new") {
+			t.Fatalf("%s: helper tables lost: %s", when, got)
+		}
+	}
+	helpers("after the kill")
+
+	wrong := o
+	wrong.Resume, wrong.Alter = true, "ADD COLUMN note BIGINT NULL"
+	if _, err := Run(ctx, wrong); err == nil || !strings.Contains(err.Error(), "checkpoint") {
+		t.Fatalf("mistyped --alter with --resume: want a refusal naming the checkpoint, got %v", err)
+	}
+	helpers("after a mistyped --resume")
+
+	dry := wrong
+	dry.Execute = false
+	if _, err := Run(ctx, dry); err == nil {
+		t.Fatal("dry run with --resume and another ALTER: want a refusal")
+	}
+	helpers("after a mistyped dry run")
+
+	// A checkpoint whose binlog position is gone (purged, another server).
+	var saved string
+	if err := db.QueryRowContext(ctx, "SELECT state FROM _wl_chk WHERE id = 1").Scan(&saved); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Exec(t, db, `UPDATE _wl_chk SET state = JSON_SET(state, '$.file', 'binlog.999999') WHERE id = 1`)
+	right := o
+	right.Resume = true
+	if _, err := Run(ctx, right); err == nil || !strings.Contains(err.Error(), "no longer on the server") {
+		t.Fatalf("a checkpoint position not in the binlog: want a refusal, got %v", err)
+	}
+	helpers("after a resume from a purged position")
+	if _, err := db.ExecContext(ctx, "UPDATE _wl_chk SET state = ? WHERE id = 1", saved); err != nil {
+		t.Fatal(err)
+	}
+	// A ghost that is not what the ALTER makes of the table.
+	testutil.Exec(t, db, "ALTER TABLE _wl_new ADD INDEX rc_extra (note)")
+	if _, err := Run(ctx, right); err == nil || !strings.Contains(err.Error(), "not what the ALTER makes") {
+		t.Fatalf("a ghost with another definition: want a refusal, got %v", err)
+	}
+	helpers("after a resume onto a changed ghost")
+	testutil.Exec(t, db, "ALTER TABLE _wl_new DROP INDEX rc_extra")
+
+	auto := o
+	auto.Resume, auto.Method = true, "auto"
+	if _, err := Run(ctx, auto); err == nil || !strings.Contains(err.Error(), "INSTANT") {
+		t.Fatalf("INSTANT-able ALTER with a checkpoint: want a refusal naming INSTANT, got %v", err)
+	}
+	helpers("after --method auto")
+
+	good := o
+	good.Resume, good.Execute = true, false
+	res, err := Run(ctx, good)
+	if err != nil {
+		t.Fatalf("dry run with --resume: %v", err)
+	}
+	if res.Plan == nil || res.Plan.Resume == nil || res.Plan.Resume.CopiedRows == 0 ||
+		!strings.Contains(res.Plan.Describe(), "resume:") {
+		t.Fatalf("dry run with --resume does not show the resume state: %+v", res.Plan)
+	}
+	t.Logf("dry run:\n%s", res.Plan.Describe())
+	helpers("after the dry run")
+
+	good.Execute = true
+	if _, err := Run(ctx, good); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	st := load.Stop()
+	stopped = true
+	if st.NoSuchTable != 0 || st.OtherErrors != 0 {
+		t.Errorf("application errors: %s", st)
+	}
+	diff, err := workload.Verify(ctx, db, schema, "wl", sh, workload.VerifyOptions{MaxExamples: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !diff.OK() {
+		t.Fatalf("after the refused and the correct resume the table differs: %s", diff)
 	}
 }
