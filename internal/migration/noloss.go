@@ -66,7 +66,7 @@ func enforcedBySource(p *Plan, cols []string) bool {
 func (m *migrator) newVerifier(plan *Plan) *verify.Verifier {
 	cs := checksum.Config{
 		Source: m.source, Ghost: plan.Ghost,
-		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan),
+		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan), SourceExprs: plan.CopyExprs,
 		KeySource: plan.KeySource, KeyGhost: plan.KeyGhost, KeyIndex: plan.KeyIndex,
 	}
 	srcExpr, ghExpr := checksum.RowExprs(cs)
@@ -76,7 +76,7 @@ func (m *migrator) newVerifier(plan *Plan) *verify.Verifier {
 	}
 	return verify.New(verify.Config{
 		Source: m.source, Ghost: plan.Ghost,
-		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan),
+		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan), SourceExprs: plan.CopyExprs,
 		KeySource: plan.KeySource, KeyGhost: plan.KeyGhost, KeyCharsets: keyCharsets,
 		SourceExpr: srcExpr, GhostExpr: ghExpr,
 		Uniques: ghostUniques(plan), Logger: m.opts.Logger,

@@ -55,6 +55,9 @@ type Config struct {
 	// column's differs (image values are then CONVERTed for the ghost), as
 	// apply.Config.KeyCharsets.
 	KeyCharsets []string
+	// SourceExprs, if set, are the copy's SELECT expressions per mapped
+	// column ("" or missing: the column itself); restores copy with them.
+	SourceExprs []string
 	// SourceExpr and GhostExpr are the per-row CRC expressions
 	// (checksum.RowExprs).
 	SourceExpr, GhostExpr string
@@ -359,7 +362,7 @@ func (v *Verifier) restoreOne(ctx context.Context, db *sql.DB, d apply.Displacem
 		// The source row, read with a shared lock (as the copier does): it
 		// cannot change until the ghost has this very state.
 		res, err := tx.ExecContext(ctx, dbconn.Tag+"INSERT IGNORE INTO "+gh+" ("+table.QuoteIdents(v.cfg.GhostColumns)+") SELECT "+
-			table.QuoteIdents(v.cfg.SourceColumns)+" FROM "+src+" WHERE "+skey+" LOCK IN SHARE MODE", d.GhostKey...)
+			v.selectList()+" FROM "+src+" WHERE "+skey+" LOCK IN SHARE MODE", d.GhostKey...)
 		if err != nil {
 			return err
 		}
@@ -406,6 +409,18 @@ func (v *Verifier) restoreOne(ctx context.Context, db *sql.DB, d apply.Displacem
 		return false, fmt.Errorf("restore a displaced row of %s: %w", gh, err)
 	}
 	return done, dupErr
+}
+
+// selectList is the copy's SELECT list over the mapped source columns.
+func (v *Verifier) selectList() string {
+	out := make([]string, len(v.cfg.SourceColumns))
+	for i, c := range v.cfg.SourceColumns {
+		out[i] = table.QuoteIdent(c)
+		if i < len(v.cfg.SourceExprs) && v.cfg.SourceExprs[i] != "" {
+			out[i] = v.cfg.SourceExprs[i]
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // conflicting finds the ghost row that holds the source row key's values
