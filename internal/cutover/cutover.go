@@ -353,6 +353,7 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st at
 		return st, fmt.Errorf("%w: %w", errRetry, err)
 	}
 
+	cfg.Pause(ctx, "before-lock")
 	// Last: the catch-up, so that what the drain under lock has to apply is
 	// what came in since it ended.
 	if cfg.BeforeLock != nil {
@@ -360,7 +361,6 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st at
 			return st, err
 		}
 	}
-	cfg.Pause(ctx, "before-lock")
 	lockRequested = time.Now()
 	deadline := lockRequested.Add(cfg.LockWaitTimeout)
 	lctx, lcancel := context.WithDeadline(ctx, deadline)
