@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/recast-osc/recast/internal/check"
 	"github.com/recast-osc/recast/internal/testutil"
 	"github.com/recast-osc/recast/internal/workload"
 )
@@ -57,6 +58,7 @@ func TestResumeAfterBulkUpdates(t *testing.T) {
 		time.Sleep(time.Duration(100+round*150) * time.Millisecond)
 		k.kill(t)
 		t.Logf("round %d: killed; load %s", round, load.Stats())
+		waitLockFree(ctx, t, db, schema, "wl")
 	}
 	o.Resume = true
 	res, err := Run(ctx, o)
@@ -82,9 +84,7 @@ func TestResumeAfterBulkUpdates(t *testing.T) {
 	}
 }
 
-func checkpointExists(ctx context.Context, db interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}) bool {
+func checkpointExists(ctx context.Context, db *sql.DB) bool {
 	var n int
 	err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM _wl_chk").Scan(&n)
 	return err == nil && n > 0
@@ -98,6 +98,27 @@ func waitFor(ctx context.Context, t *testing.T, k *killable, cond func() bool) {
 			t.Fatalf("recast ended before the kill: %v\n%s", err, k.output())
 		case <-ctx.Done():
 			t.Fatalf("condition not reached: %v\n%s", ctx.Err(), k.output())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// waitLockFree waits until the server has noticed that the killed run's
+// session is gone: its per-table lock is free again.
+func waitLockFree(ctx context.Context, t *testing.T, db *sql.DB, schema, tbl string) {
+	t.Helper()
+	name := check.LockName(schema, tbl)
+	for {
+		var free sql.NullInt64
+		if err := db.QueryRowContext(ctx, "SELECT IS_FREE_LOCK(?)", name).Scan(&free); err != nil {
+			t.Fatal(err)
+		}
+		if free.Int64 == 1 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the killed run's lock %s is still held: %v", name, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
