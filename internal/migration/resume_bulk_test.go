@@ -51,10 +51,10 @@ func TestResumeAfterBulkUpdates(t *testing.T) {
 			extra = append(extra, "--resume")
 		}
 		k := startRecast(t, o, "", extra...)
-		// Kill once the checkpoint has moved past at least one bulk UPDATE
-		// applied by this run.
+		// Kill once two bulk UPDATEs ran during this run and a checkpoint
+		// exists (the run streams them: the copy or the postponed hold).
 		bulk0 := load.Stats().Bulk
-		waitFor(ctx, t, k, func() bool { return load.Stats().Bulk >= bulk0+1 && checkpointExists(ctx, db) })
+		waitFor(ctx, t, k, func() bool { return load.Stats().Bulk >= bulk0+2 && checkpointExists(ctx, db) })
 		time.Sleep(time.Duration(100+round*150) * time.Millisecond)
 		k.kill(t)
 		t.Logf("round %d: killed; load %s", round, load.Stats())
@@ -69,9 +69,6 @@ func TestResumeAfterBulkUpdates(t *testing.T) {
 	st := load.Stop()
 	stopped = true
 	t.Logf("resumed: %d rows copied, %d changes applied; load %s", res.CopiedRows, res.Applied, st)
-	if st.Bulk < 4 {
-		t.Errorf("only %d bulk UPDATEs ran: the test did not exercise them", st.Bulk)
-	}
 	if st.NoSuchTable != 0 || st.OtherErrors != 0 {
 		t.Errorf("application errors: %s", st)
 	}
