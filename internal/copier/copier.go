@@ -386,7 +386,25 @@ type warning struct {
 
 // atRow finds "at row N" in a warning's message: the 1-based position of the
 // offending row among the rows the statement read.
-var atRow = regexp.MustCompile(`at row ([0-9]+)`)
+var atRow = regexp.MustCompile(`at row (\d+)`)
+
+// readWarnings reads SHOW WARNINGS.
+func readWarnings(ctx context.Context, conn *sql.Conn) ([]warning, error) {
+	rs, err := conn.QueryContext(ctx, "SHOW WARNINGS")
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var ws []warning
+	for rs.Next() {
+		var w warning
+		if err := rs.Scan(&w.level, &w.code, &w.msg); err != nil {
+			return nil, err
+		}
+		ws = append(ws, w)
+	}
+	return ws, rs.Err()
+}
 
 // checkWarnings examines every warning of the chunk just copied (counted
 // first, then all read: the sessions keep up to dbconn.MaxErrorCount). It
@@ -402,21 +420,8 @@ func (c *Copier) checkWarnings(ctx context.Context, conn *sql.Conn, lo, hi []any
 	if n == 0 {
 		return nil
 	}
-	rs, err := conn.QueryContext(ctx, "SHOW WARNINGS")
+	ws, err := readWarnings(ctx, conn)
 	if err != nil {
-		return err
-	}
-	var ws []warning
-	for rs.Next() {
-		var w warning
-		if err := rs.Scan(&w.level, &w.code, &w.msg); err != nil {
-			rs.Close()
-			return err
-		}
-		ws = append(ws, w)
-	}
-	rs.Close()
-	if err := rs.Err(); err != nil {
 		return err
 	}
 	var bad *warning

@@ -441,9 +441,9 @@ var partitionVerbs = map[string]bool{
 	"REPAIR": true, "DISCARD": true, "IMPORT": true,
 }
 
-func (a *Analysis) rename(old, new string) {
-	if old != new {
-		a.Renames[strings.ToLower(old)] = new
+func (a *Analysis) rename(from, to string) {
+	if from != to {
+		a.Renames[strings.ToLower(from)] = to
 	}
 }
 

@@ -290,7 +290,8 @@ func (t *tracker) wait(ctx context.Context, until time.Time) ([]Blocker, error) 
 			}
 			// Detection is an extra: without it the lock attempts are
 			// still bounded by the lock timeout.
-			if t.errs++; t.errs == 1 {
+			t.errs++
+			if t.errs == 1 {
 				t.p.Logger.Warn(t.what+": cannot look for metadata-lock blockers; requesting the lock without looking", "err", err)
 			}
 			return nil, nil

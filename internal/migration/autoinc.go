@@ -33,7 +33,7 @@ func (m *migrator) carryAutoIncrement(ctx context.Context, locked *sql.Conn) err
 	var col sql.NullString
 	err := m.db.QueryRowContext(ctx, dbconn.Tag+`SELECT COLUMN_NAME FROM information_schema.COLUMNS
 		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND EXTRA LIKE '%auto_increment%'`, m.opts.Database, ghostName).Scan(&col)
-	if err == sql.ErrNoRows {
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
 	if err != nil {

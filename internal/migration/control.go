@@ -130,7 +130,7 @@ func (c *Control) Run(ctx context.Context, opts Options) (*Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil && c.aborted != nil && !errors.Is(err, ErrAborted) && !errors.Is(err, errAfterSwap) {
-		err = fmt.Errorf("%w (%v)", c.aborted, err)
+		err = fmt.Errorf("%w (%w)", c.aborted, err)
 	}
 	c.finished = time.Now()
 	c.cancelOuter, c.cancelRun = nil, nil

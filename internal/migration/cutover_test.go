@@ -155,21 +155,7 @@ func TestCutOverUnderLoad(t *testing.T) {
 	load.halt()
 	halted = true
 
-	present := map[int64]bool{}
-	rows, err := db.Query("SELECT id FROM t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		present[id] = true
-	}
-	if err := rows.Close(); err != nil {
-		t.Fatal(err)
-	}
+	present := presentIDs(t, db)
 	clientInserts, lost := 0, 0
 	load.committed.Range(func(k, _ any) bool {
 		clientInserts++
@@ -252,19 +238,7 @@ func TestCutOverGhostHolder(t *testing.T) {
 	load.halt()
 	halted = true
 	t.Logf("cut-over: %d attempt(s), locked %s", res.CutOver.Attempts, res.CutOver.LockedFor)
-	present := map[int64]bool{}
-	rows, err := db.Query("SELECT id FROM t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		present[id] = true
-	}
-	rows.Close()
+	present := presentIDs(t, db)
 	lost, total := 0, 0
 	load.committed.Range(func(k, _ any) bool {
 		total++
@@ -277,4 +251,26 @@ func TestCutOverGhostHolder(t *testing.T) {
 		t.Fatalf("%d of %d committed inserts lost, %d saw the table missing, %d other errors (%v)",
 			lost, total, load.noSuchTable.Load(), load.other.Load(), load.firstOther.Load())
 	}
+}
+
+// presentIDs returns the ids in t.
+func presentIDs(t *testing.T, db *sql.DB) map[int64]bool {
+	t.Helper()
+	present := map[int64]bool{}
+	rows, err := db.Query("SELECT id FROM t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		present[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return present
 }

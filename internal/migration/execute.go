@@ -91,7 +91,7 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 		}
 		for _, t := range []string{ghostQ, chkQ} {
 			if _, derr := m.db.ExecContext(cctx, dbconn.Tag+"DROP TABLE IF EXISTS "+t); derr != nil {
-				err = fmt.Errorf("%w (and dropping %s failed: %v; run recast cleanup)", err, t, derr)
+				err = fmt.Errorf("%w (and dropping %s failed: %w; run recast cleanup)", err, t, derr)
 			}
 		}
 	}()

@@ -475,7 +475,8 @@ func runFidelity(t *testing.T, seed int64, c fidelityCase, rows int) {
 	g, w := byID(got), byID(want)
 	bad := 0
 	report := func(format string, args ...any) {
-		if bad++; bad <= 4 {
+		bad++
+		if bad <= 4 {
 			t.Errorf(format, args...)
 		}
 	}
@@ -497,41 +498,47 @@ func runFidelity(t *testing.T, seed int64, c fidelityCase, rows int) {
 	}
 }
 
+// queryStrings returns the first column of every row of q.
+func queryStrings(ctx context.Context, db *sql.DB, q string, args ...any) ([]string, error) {
+	rs, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []string
+	for rs.Next() {
+		var v string
+		if err := rs.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rs.Err()
+}
+
 // tableRows renders every row of schema.name, in primary-key order, as
 // name=HEX(value) of each column (NULL as \N): byte-exact, NULL-safe.
 func tableRows(ctx context.Context, db *sql.DB, schema, name string) ([]string, error) {
-	rs, err := db.QueryContext(ctx, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", schema, name)
+	cols, err := queryStrings(ctx, db, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", schema, name)
 	if err != nil {
 		return nil, err
 	}
 	var exprs []string
-	for rs.Next() {
-		var c string
-		if err := rs.Scan(&c); err != nil {
-			rs.Close()
-			return nil, err
-		}
+	for _, c := range cols {
 		q := testutil.QuoteIdent(c)
 		exprs = append(exprs, fmt.Sprintf("'%s=', IFNULL(HEX(CAST(%s AS BINARY)), '\\\\N')", c, q))
 	}
-	rs.Close()
 	if len(exprs) == 0 {
 		return nil, errors.New("no columns")
 	}
-	var pk []string
-	prs, err := db.QueryContext(ctx, "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX", schema, name)
+	pkCols, err := queryStrings(ctx, db, "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX", schema, name)
 	if err != nil {
 		return nil, err
 	}
-	for prs.Next() {
-		var c string
-		if err := prs.Scan(&c); err != nil {
-			prs.Close()
-			return nil, err
-		}
+	var pk []string
+	for _, c := range pkCols {
 		pk = append(pk, testutil.QuoteIdent(c))
 	}
-	prs.Close()
 	rows, err := db.QueryContext(ctx, "SELECT CONCAT_WS(' ', "+strings.Join(exprs, ", ")+") FROM "+testutil.QuoteIdent(name)+" ORDER BY "+strings.Join(pk, ", "))
 	if err != nil {
 		return nil, err

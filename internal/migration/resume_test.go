@@ -35,7 +35,7 @@ func recastBinary(t *testing.T) string {
 		binPath = filepath.Join(dir, "recast")
 		out, err := exec.Command("go", "build", "-tags", "faultinject", "-o", binPath, "github.com/recast-osc/recast/cmd/recast").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
