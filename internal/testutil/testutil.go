@@ -11,6 +11,10 @@
 //	RECAST_TEST_KEEP=1  keep the sandbox after the run and print its dir
 //	                    (stop it with `recast sandbox down --dir DIR`)
 //	RECAST_TEST_LOG=1   log the sandbox's progress to stderr
+//	RECAST_TEST_FLAVOR  the server flavor, one of sandbox.Flavors (default
+//	                    mariadb-10.11, the installed MariaDB); fetched
+//	                    flavors missing from the cache are fetched first, and
+//	                    when that fails every test of the binary fails
 //
 // Sandboxes of test binaries that died without cleaning up (e.g. killed by
 // go test's -timeout) are stopped and removed by the next Main.
@@ -41,6 +45,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/recast-osc/recast/internal/flavor"
 	"github.com/recast-osc/recast/internal/sandbox"
 )
 
@@ -55,8 +60,9 @@ const (
 
 var (
 	current   *sandbox.Sandbox
-	primaryDB *sql.DB   // admin connection to the primary, no schema
-	replicaDB []*sql.DB // admin connections to the replicas
+	server    flavor.Server // the primary's flavor and version
+	primaryDB *sql.DB       // admin connection to the primary, no schema
+	replicaDB []*sql.DB     // admin connections to the replicas
 	schemaSeq atomic.Int64
 )
 
@@ -112,11 +118,14 @@ func Main(m *testing.M, replicas int) int {
 		}
 	}()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	sb, err := startSandbox(ctx, dir, replicas, log)
+	flv := Flavor()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	sb, err := startSandbox(ctx, dir, replicas, flv, log)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "testutil: start sandbox: %v\n", err)
+		// Loud: a flavor that cannot be fetched or started fails the run.
+		fmt.Fprintf(os.Stderr, "testutil: FAIL: cannot start a %s sandbox (RECAST_TEST_FLAVOR=%s): %v\n", flv, flv, err)
+		fmt.Printf("FAIL\ttestutil: no %s sandbox: %s\n", flv, strings.SplitN(err.Error(), "\n", 2)[0])
 		stop()
 		return 1
 	}
@@ -143,14 +152,14 @@ func Main(m *testing.M, replicas int) int {
 
 // startSandbox runs sandbox.Up on free ports, retrying when another process
 // grabs a port in between.
-func startSandbox(ctx context.Context, dir string, replicas int, log *slog.Logger) (*sandbox.Sandbox, error) {
+func startSandbox(ctx context.Context, dir string, replicas int, flv string, log *slog.Logger) (*sandbox.Sandbox, error) {
 	var lastErr error
 	for range 10 {
 		port, err := freePorts(replicas + 1)
 		if err != nil {
 			return nil, err
 		}
-		sb, err := sandbox.Up(ctx, sandbox.Config{Dir: dir, Port: port, Replicas: replicas, Fast: true, Logger: log})
+		sb, err := sandbox.Up(ctx, sandbox.Config{Dir: dir, Port: port, Replicas: replicas, Fast: true, Flavor: flv, Logger: log})
 		if err == nil {
 			return sb, nil
 		}
@@ -251,6 +260,11 @@ func openAdmin(sb *sandbox.Sandbox) error {
 	if primaryDB, err = openDB(sb.DSN(sb.Primary, ""), nil); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if server, err = flavor.Detect(ctx, primaryDB); err != nil {
+		return err
+	}
 	for _, r := range sb.Replicas {
 		db, err := openDB(sb.DSN(r, ""), nil)
 		if err != nil {
@@ -268,6 +282,22 @@ func closeAdmin() {
 	for _, db := range replicaDB {
 		db.Close()
 	}
+}
+
+// Flavor is the server flavor tests run on: RECAST_TEST_FLAVOR, or
+// sandbox.DefaultFlavor.
+func Flavor() string {
+	if f := os.Getenv("RECAST_TEST_FLAVOR"); f != "" {
+		return f
+	}
+	return sandbox.DefaultFlavor
+}
+
+// Server is the flavor and version of the sandbox's primary.
+func Server(t testing.TB) flavor.Server {
+	t.Helper()
+	Sandbox(t)
+	return server
 }
 
 // Sandbox returns the sandbox started by Main.
@@ -384,13 +414,13 @@ func WaitReplicaCaughtUp(t testing.TB, i int) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitReplicaTimeout)
 	defer cancel()
 	var pos string
-	if err := primaryDB.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_binlog_pos").Scan(&pos); err != nil {
-		t.Fatalf("testutil: read primary gtid_binlog_pos: %v", err)
+	if err := primaryDB.QueryRowContext(ctx, server.GTIDExecutedQuery()).Scan(&pos); err != nil {
+		t.Fatalf("testutil: read primary GTID position: %v", err)
 	}
 	rdb := replicaDB[i]
 	for {
 		var res sql.NullInt64
-		err := rdb.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 1)", pos).Scan(&res)
+		err := rdb.QueryRowContext(ctx, server.WaitGTIDQuery(), pos, 1).Scan(&res)
 		if err == nil && res.Valid && res.Int64 == 0 {
 			return
 		}
