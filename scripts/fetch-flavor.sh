@@ -30,11 +30,15 @@ mariadb-10.11)
 mariadb-11.8)
 	suite=trixie
 	pkgs=(mariadb-server-core mariadb-client-core)
+	# Plugins (metadata_lock_info, ...) are in mariadb-server, whose own
+	# dependencies (galera, debconf, ...) the binaries do not need.
+	extra=(mariadb-server)
 	want_version='^1:11\.8\.'
 	;;
 mysql-9.7)
 	suite=sid
 	pkgs=(mysql-server-core mysql-client-core)
+	extra=()
 	want_version='^9\.7\.'
 	;;
 *) die "usage: fetch-flavor.sh mariadb-10.11|mariadb-11.8|mysql-9.7 (got '$flavor')" ;;
@@ -116,7 +120,7 @@ mapfile -t all < <(apt-cache "${apt_opts[@]}" depends --recurse --no-recommends 
 	grep -v '^[ <]' | grep -Ev '^(perl|perl-base|perl-modules-.*|libperl.*|debconf.*)$' | sort -u)
 [ "${#all[@]}" -gt 0 ] || die "could not resolve the dependencies of ${pkgs[*]}"
 echo "fetch-flavor: $flavor $ver: downloading ${#all[@]} packages" >&2
-(cd "$work/debs" && apt-get -q "${apt_opts[@]}" download "${all[@]}" >"$work/download.log" 2>&1) ||
+(cd "$work/debs" && apt-get -q "${apt_opts[@]}" download "${all[@]}" "${extra[@]}" >"$work/download.log" 2>&1) ||
 	{ cat "$work/download.log" >&2; die "apt-get download failed"; }
 
 new=$work/out
