@@ -2,7 +2,6 @@ package binlog
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,7 +11,8 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
-	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/recast-osc/recast/internal/flavor"
 
 	"github.com/recast-osc/recast/internal/table"
 )
@@ -447,60 +447,20 @@ func describe(err error) error {
 	return fmt.Errorf("decode %s ending at offset %d: %s", typ, end, ee.Err)
 }
 
-// CurrentPosition returns the end of the server's binlog (SHOW MASTER
-// STATUS, or SHOW BINLOG STATUS where the former is gone).
-func CurrentPosition(ctx context.Context, db *sql.DB) (Position, error) {
-	pos, err := binlogStatus(ctx, db, "SHOW MASTER STATUS")
-	var me *gomysql.MySQLError
-	if errors.As(err, &me) && me.Number == 1064 { // ER_PARSE_ERROR
-		pos, err = binlogStatus(ctx, db, "SHOW BINLOG STATUS")
-	}
-	return pos, err
-}
-
-func binlogStatus(ctx context.Context, db *sql.DB, query string) (Position, error) {
-	rows, err := db.QueryContext(ctx, query)
+// CurrentPosition returns the end of the server's binlog, read with the
+// flavor's status statement (flavor.ReadBinlogStatus: SHOW BINLOG STATUS on
+// MariaDB, SHOW BINARY LOG STATUS on MySQL 8.2+). q may be a *sql.Conn, so
+// that the position is read on a session that holds locks.
+func CurrentPosition(ctx context.Context, q flavor.Queryer) (Position, error) {
+	srv, err := flavor.Detect(ctx, q)
 	if err != nil {
-		return Position{}, fmt.Errorf("%s: %w", query, err)
+		return Position{}, err
 	}
-	defer rows.Close()
-	names, err := rows.Columns()
+	st, err := flavor.ReadBinlogStatus(ctx, q, srv)
 	if err != nil {
-		return Position{}, fmt.Errorf("%s: %w", query, err)
+		return Position{}, err
 	}
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return Position{}, fmt.Errorf("%s: %w", query, err)
-		}
-		return Position{}, fmt.Errorf("%s returned no row: binary logging is off (log_bin)", query)
-	}
-	vals := make([]sql.RawBytes, len(names))
-	ptrs := make([]any, len(names))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		return Position{}, fmt.Errorf("%s: %w", query, err)
-	}
-	var pos Position
-	var offset string
-	for i, n := range names {
-		switch strings.ToLower(n) {
-		case "file":
-			pos.File = string(vals[i])
-		case "position":
-			offset = string(vals[i])
-		}
-	}
-	var off uint64
-	if _, err := fmt.Sscan(offset, &off); err != nil || pos.File == "" || off > 1<<32-1 {
-		return Position{}, fmt.Errorf("%s: unexpected File %q, Position %q", query, pos.File, offset)
-	}
-	pos.Offset = uint32(off)
-	if err := rows.Err(); err != nil {
-		return Position{}, fmt.Errorf("%s: %w", query, err)
-	}
-	return pos, nil
+	return Position{File: st.File, Offset: st.Position}, nil
 }
 
 // minLevel drops records below min.

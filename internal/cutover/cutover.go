@@ -7,7 +7,7 @@
 //
 //  1. A: CREATE TABLE S; LOCK TABLES T WRITE, S WRITE (short lock wait, retried).
 //     From now on no write reaches T.
-//  2. A: read the binlog position P (SHOW MASTER STATUS) and wait until the
+//  2. A: read the binlog position P (the binlog status statement) and wait until the
 //     applier has applied everything before P: G now equals T.
 //  3. B: RENAME TABLE T TO S, G TO T. It blocks: MariaDB takes the metadata
 //     locks of a statement in name order, G first (free), then T, held by A.
@@ -379,29 +379,5 @@ func finish(ctx context.Context, db *sql.DB, cfg Config) (string, error) {
 // masterPosition reads the primary's current binlog position on conn (it must
 // run on A's session: under LOCK TABLES other statements would wait for A).
 func masterPosition(ctx context.Context, conn *sql.Conn) (binlog.Position, error) {
-	rows, err := conn.QueryContext(ctx, "SHOW MASTER STATUS")
-	if err != nil {
-		return binlog.Position{}, err
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return binlog.Position{}, err
-	}
-	if !rows.Next() {
-		return binlog.Position{}, errors.New("SHOW MASTER STATUS returned nothing: is log_bin on?")
-	}
-	vals := make([]sql.RawBytes, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		return binlog.Position{}, err
-	}
-	var off uint64
-	if _, err := fmt.Sscan(string(vals[1]), &off); err != nil {
-		return binlog.Position{}, fmt.Errorf("parse binlog position %q: %w", vals[1], err)
-	}
-	return binlog.Position{File: string(vals[0]), Offset: uint32(off)}, rows.Err()
+	return binlog.CurrentPosition(ctx, conn)
 }
