@@ -328,7 +328,31 @@ func NewSchema(t testing.TB) string {
 			t.Errorf("testutil: drop schema %s: %v", name, err)
 		}
 	})
+	if server.MySQL() {
+		for _, r := range seqRanges {
+			if _, err := primaryDB.ExecContext(ctx, seqView(name, r[0], r[1])); err != nil {
+				t.Fatalf("testutil: create seq_%d_to_%d in %s: %v", r[0], r[1], name, err)
+			}
+		}
+	}
 	return name
+}
+
+// seqRanges are the seq_FROM_TO tables of MariaDB's Sequence engine that the
+// tests use; on MySQL NewSchema creates views of the same name and content
+// (one column seq, ascending).
+var seqRanges = [][2]int{{0, 6}, {1, 10}, {1, 100}, {1, 500}, {1, 1000}, {1, 2000}, {1, 3000}, {1, 5000}, {1, 10000}, {1, 20000}, {1, 100000}}
+
+func seqView(schema string, from, to int) string {
+	digit := "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
+	var from_, expr []string
+	for i, mul := 0, 1; mul <= max(to, 1); i, mul = i+1, mul*10 {
+		from_ = append(from_, fmt.Sprintf("%s d%d", digit, i))
+		expr = append(expr, fmt.Sprintf("d%d.d*%d", i, mul))
+	}
+	v := strings.Join(expr, "+")
+	return fmt.Sprintf("CREATE VIEW %s.%s AS SELECT CAST(%s AS UNSIGNED) AS seq FROM %s WHERE %s BETWEEN %d AND %d ORDER BY seq",
+		QuoteIdent(schema), QuoteIdent(fmt.Sprintf("seq_%d_to_%d", from, to)), v, strings.Join(from_, " CROSS JOIN "), v, from, to)
 }
 
 func schemaName(testName string, seq int64) string {
