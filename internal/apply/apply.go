@@ -73,7 +73,38 @@ type Config struct {
 	BatchBytes int
 	// WindowRows caps the operations gathered before a window is applied.
 	WindowRows int
-	Logger     *slog.Logger
+	// Uniques are the ghost's unique keys other than the identifying one.
+	// With none, a REPLACE can only meet the row of its own key and is
+	// used as is. With some, a REPLACE could silently delete another row
+	// that holds the same unique value (under a key the source may not
+	// enforce: data loss), so rows are written by DELETE of their own key
+	// and INSERT, and a conflict displaces the other row explicitly: it is
+	// removed, reported to Displaced, and must be restored or proven to be
+	// a duplicate the source holds (package verify) before the swap.
+	Uniques []Unique
+	// Displaced receives each row removed from the ghost because a written
+	// row took its unique value. Called from the goroutine that flushes.
+	Displaced func(Displacement)
+	// Written, if set, receives the identifying key (source values, in key
+	// order) of every row written or deleted, once its window is applied
+	// and only while tracking is on (StartTracking).
+	Written func(keys [][]any)
+	Logger  *slog.Logger
+}
+
+// Unique is one unique key of the ghost.
+type Unique struct {
+	Name    string
+	Columns []string // ghost column names, key order
+}
+
+// Displacement is a ghost row removed by the applier because the row it
+// wrote holds the same value under a unique key.
+type Displacement struct {
+	Key      string // unique key name
+	GhostKey []any  // the removed row's identifying key, as read from the ghost (KeyGhost order)
+	Row      string // the removed row, rendered for messages
+	By       string // the row written in its place, rendered for messages
 }
 
 // Applier gathers row changes into windows and applies them.
@@ -87,6 +118,8 @@ type Applier struct {
 	waiters []chan struct{}
 
 	seed maphash.Seed
+
+	tracking atomic.Bool
 
 	// counters for progress reporting
 	eventsIn  atomic.Int64 // row changes received
@@ -162,7 +195,7 @@ func (a *Applier) Add(ev binlog.Event) bool {
 			a.put(w, op{key: ka, image: rc.After})
 		}
 	}
-	if !ev.Pos.IsZero() {
+	if ev.Boundary && !ev.Pos.IsZero() { // Applied() is always a transaction boundary
 		w.end = ev.Pos
 		w.empty = false
 	}
@@ -257,28 +290,73 @@ func (a *Applier) Stats() Stats {
 	return Stats{Changes: a.eventsIn.Load(), Rows: a.rowsOut.Load(), Statements: a.stmtCount.Load()}
 }
 
+// StartTracking turns on the Written callback for windows applied from now on.
+func (a *Applier) StartTracking() { a.tracking.Store(true) }
+
 func (a *Applier) applyWindow(ctx context.Context, w *window) error {
-	if a.cfg.Workers == 1 {
-		return a.applyUnordered(ctx, w.ops)
+	if err := a.applyParallel(ctx, w); err != nil {
+		return err
 	}
-	parts := make([][]op, a.cfg.Workers)
-	for _, o := range w.ops {
-		i := maphash.String(a.seed, o.key) % uint64(a.cfg.Workers)
-		parts[i] = append(parts[i], o)
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	for _, p := range parts {
-		if len(p) == 0 {
-			continue
+	if a.cfg.Written != nil && a.tracking.Load() && len(w.ops) > 0 {
+		keys := make([][]any, len(w.ops))
+		for i, o := range w.ops {
+			k := make([]any, len(a.cfg.KeySource))
+			for j, c := range a.cfg.KeySource {
+				k[j] = o.image[c]
+			}
+			keys[i] = k
 		}
-		g.Go(func() error { return a.applyUnordered(gctx, p) })
+		a.cfg.Written(keys)
 	}
-	return g.Wait()
+	return nil
+}
+
+func (a *Applier) applyParallel(ctx context.Context, w *window) error {
+	var deferred []op // rows whose INSERT met another row's unique value
+	var dmu sync.Mutex
+	run := func(ctx context.Context, ops []op) error {
+		conflicts, err := a.applyUnordered(ctx, ops)
+		dmu.Lock()
+		deferred = append(deferred, conflicts...)
+		dmu.Unlock()
+		return err
+	}
+	if a.cfg.Workers == 1 {
+		if err := run(ctx, w.ops); err != nil {
+			return err
+		}
+	} else {
+		parts := make([][]op, a.cfg.Workers)
+		for _, o := range w.ops {
+			i := maphash.String(a.seed, o.key) % uint64(a.cfg.Workers)
+			parts[i] = append(parts[i], o)
+		}
+		g, gctx := errgroup.WithContext(ctx)
+		for _, p := range parts {
+			if len(p) == 0 {
+				continue
+			}
+			g.Go(func() error { return run(gctx, p) })
+		}
+		if err := g.Wait(); err != nil {
+			return err
+		}
+	}
+	// Conflicts are resolved one row at a time once every other row of the
+	// window is written, so a row that merely moved its unique value within
+	// the window no longer stands in the way.
+	for _, o := range deferred {
+		if err := a.writeDisplacing(ctx, o); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // applyUnordered writes operations on distinct keys: deletes, then replaces
-// (the order the single-worker collation case relies on).
-func (a *Applier) applyUnordered(ctx context.Context, ops []op) error {
+// (the order the single-worker collation case relies on). It returns the
+// replaces that met another row's unique value (only with Uniques).
+func (a *Applier) applyUnordered(ctx context.Context, ops []op) ([]op, error) {
 	var dels, reps []op
 	for _, o := range ops {
 		if o.delete {
@@ -288,19 +366,18 @@ func (a *Applier) applyUnordered(ctx context.Context, ops []op) error {
 		}
 	}
 	if err := a.writeRuns(ctx, dels); err != nil {
-		return err
+		return nil, err
 	}
-	return a.writeRuns(ctx, reps)
+	if len(a.cfg.Uniques) > 0 {
+		return a.writeGuarded(ctx, reps)
+	}
+	return nil, a.writeRuns(ctx, reps)
 }
 
 // writeRuns writes ops (all of one kind) in statements capped by rows and bytes.
 func (a *Applier) writeRuns(ctx context.Context, ops []op) error {
 	for len(ops) > 0 {
-		n, size := 0, 0
-		for n < len(ops) && n < a.cfg.BatchRows && (n == 0 || size+ops[n].bytes <= a.cfg.BatchBytes) {
-			size += ops[n].bytes
-			n++
-		}
+		n := a.batchLen(ops)
 		batch := ops[:n]
 		ops = ops[n:]
 		var query string
@@ -308,7 +385,7 @@ func (a *Applier) writeRuns(ctx context.Context, ops []op) error {
 		if batch[0].delete {
 			query, args = a.deleteStmt(batch)
 		} else {
-			query, args = a.replaceStmt(batch)
+			query, args = a.writeStmt("REPLACE", batch)
 		}
 		err := dbconn.Retry(ctx, 20, func(ctx context.Context) error {
 			_, err := a.db.ExecContext(ctx, query, args...)
@@ -323,9 +400,10 @@ func (a *Applier) writeRuns(ctx context.Context, ops []op) error {
 	return nil
 }
 
-func (a *Applier) replaceStmt(batch []op) (string, []any) {
+// writeStmt renders verb (REPLACE or INSERT) INTO the ghost for batch.
+func (a *Applier) writeStmt(verb string, batch []op) (string, []any) {
 	var b strings.Builder
-	b.WriteString(dbconn.Tag + "REPLACE INTO " + a.cfg.Ghost + " (" + table.QuoteIdents(a.cfg.GhostColumns) + ") VALUES ")
+	b.WriteString(dbconn.Tag + verb + " INTO " + a.cfg.Ghost + " (" + table.QuoteIdents(a.cfg.GhostColumns) + ") VALUES ")
 	row := "(" + placeholders(len(a.cfg.SourceColumns), a.cfg.Charsets) + ")"
 	args := make([]any, 0, len(batch)*len(a.cfg.SourceColumns))
 	for i, o := range batch {

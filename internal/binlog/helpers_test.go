@@ -86,9 +86,10 @@ type collected struct {
 	ddl       []string
 	positions []Position
 	last      Position
+	rowEvents []Event // the events with rows, in order
 }
 
-// collect reads until an event with Pos >= until, failing the test on an
+// collect reads until a boundary event with Pos >= until, failing the test on an
 // error or after 30 s.
 func collect(t *testing.T, s *Stream, until Position) collected {
 	t.Helper()
@@ -103,10 +104,13 @@ func collect(t *testing.T, s *Stream, until Position) collected {
 		c.positions = append(c.positions, ev.Pos)
 		c.last = ev.Pos
 		c.rows = append(c.rows, ev.Rows...)
+		if len(ev.Rows) > 0 {
+			c.rowEvents = append(c.rowEvents, ev)
+		}
 		if ev.DDL != "" {
 			c.ddl = append(c.ddl, ev.DDL)
 		}
-		if ev.Pos.Compare(until) >= 0 {
+		if ev.Boundary && ev.Pos.Compare(until) >= 0 {
 			return c
 		}
 	}

@@ -78,8 +78,11 @@ type Stream struct {
 	syncer   *replication.BinlogSyncer
 	streamer *replication.BinlogStreamer
 
-	pos Position // end of the last event read (owned by Next)
-	err error    // sticky error (owned by Next)
+	pos      Position // end of the last event read that had a position (owned by Next)
+	boundary Position // end of the last complete event group: where a reader can start
+	inGroup  bool     // between an event group's start (GTID/BEGIN) and its end (XID/COMMIT)
+	began    bool     // the current group opened with BEGIN (or XA START)
+	err      error    // sticky error (owned by Next)
 
 	// XA: MariaDB logs a prepared XA transaction's rows at XA PREPARE, its
 	// outcome (XA COMMIT/ROLLBACK) in a later event group.
@@ -93,9 +96,8 @@ type Stream struct {
 }
 
 // Open connects as a replica (go-mysql BinlogSyncer, flavor "mariadb") and
-// starts streaming at from. A Pos of a progress event is always a valid
-// from; a Pos of a Rows event may sit between a table map and its rows events
-// and then fails with a missing-table-map error.
+// starts streaming at from, which must be a transaction boundary: the Pos of
+// an Event with Boundary set, or a server's current binlog position.
 func Open(ctx context.Context, cfg Config, from Position) (*Stream, error) {
 	switch {
 	case cfg.ServerID == 0:
@@ -118,7 +120,7 @@ func Open(ctx context.Context, cfg Config, from Position) (*Stream, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Stream{cfg: cfg, cols: cols, log: log, pos: from}
+	s := &Stream{cfg: cfg, cols: cols, log: log, pos: from, boundary: from}
 	s.closed, s.markClose = context.WithCancel(context.Background())
 
 	s.syncer = replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
@@ -224,78 +226,119 @@ func (s *Stream) Close() error {
 }
 
 // handle turns one go-mysql event into an Event (ok) or nothing, keeping
-// s.pos at the end of the event.
+// s.pos at the end of the last event that carried a position and s.boundary
+// at the end of the last complete event group.
+//
+// Positions are taken only where a reader can start again: after an event
+// group's last event (XID, COMMIT, a standalone statement, XA PREPARE), or
+// between groups (rotate, heartbeat, binlog checkpoint). A rows event's Pos
+// is the boundary before its group, with Boundary false: a stream started
+// at a rows event's own end would miss its group's table map ("invalid table
+// id"), and MariaDB 11.4+ gives events inside a group no position at all.
 func (s *Stream) handle(be *replication.BinlogEvent) (Event, bool, error) {
 	h := be.Header
 	if isCompressed(h.EventType) {
 		return Event{}, false, fmt.Errorf("%w (%s ending at %s:%d)", ErrCompressed, h.EventType, s.pos.File, h.LogPos)
 	}
-	next := s.pos
+	next, positioned := s.pos, false
 	if ev, ok := be.Event.(*replication.RotateEvent); ok {
-		next = Position{File: string(ev.NextLogName), Offset: uint32(ev.Position)}
+		next, positioned = Position{File: string(ev.NextLogName), Offset: uint32(ev.Position)}, true
 	} else if h.LogPos > 0 && h.Flags&replication.LOG_EVENT_ARTIFICIAL_F == 0 {
-		next.Offset = h.LogPos
+		next.Offset, positioned = h.LogPos, true
 		if ge, ok := be.Event.(*replication.GenericEvent); ok && h.EventType == replication.HEARTBEAT_EVENT && len(ge.Data) > 0 {
 			next.File = string(ge.Data) // a heartbeat names the master's current file
 		}
 	}
-	switch c := next.Compare(s.pos); {
-	case c > 0:
-		s.pos = next
-	case c < 0:
-		s.log.Warn("binlog position would move backwards; kept", slog.String("event", h.EventType.String()),
-			slog.String("pos", s.pos.String()), slog.String("event_pos", next.String()))
+	if positioned {
+		switch c := next.Compare(s.pos); {
+		case c > 0:
+			s.pos = next
+		case c < 0:
+			s.log.Warn("binlog position would move backwards; kept", slog.String("event", h.EventType.String()),
+				slog.String("pos", s.pos.String()), slog.String("event_pos", next.String()))
+			positioned = false
+		}
 	}
-	progress := Event{Pos: s.pos}
+	// endGroup marks the end of an event group at this event: its position
+	// becomes the boundary (when the event has one; otherwise the group's
+	// end is taken at the next positioned boundary).
+	endGroup := func() Event {
+		s.inGroup, s.began = false, false
+		if positioned {
+			s.boundary = s.pos
+		}
+		return Event{Pos: s.boundary, Boundary: true}
+	}
+	// between: an event outside any group (rotate, heartbeat, checkpoint).
+	between := func() (Event, bool, error) {
+		if s.inGroup {
+			return Event{}, false, nil
+		}
+		return endGroup(), true, nil
+	}
 
 	switch ev := be.Event.(type) {
 	case *replication.RowsEvent:
-		if h.LogPos == 0 {
-			return Event{}, false, fmt.Errorf("binlog: %s after %s has no log position", h.EventType, s.pos)
-		}
 		if !s.watched(ev.Table) {
 			return Event{}, false, nil
 		}
 		rows, err := s.rowChanges(ev)
 		if err != nil {
-			return Event{}, false, fmt.Errorf("%s of %s ending at %s: %w", h.EventType, s.cfg.Table.QuotedName(), s.pos, err)
+			return Event{}, false, fmt.Errorf("%s of %s after %s: %w", h.EventType, s.cfg.Table.QuotedName(), s.boundary, err)
 		}
 		if len(rows) == 0 {
-			return progress, true, nil
+			return Event{}, false, nil
 		}
 		s.groupRows = true
-		return Event{Rows: rows, Pos: s.pos}, true, nil
+		return Event{Rows: rows, Pos: s.boundary}, true, nil
 	case *replication.XIDEvent:
-		return progress, true, nil
-	case *replication.MariadbGTIDEvent:
+		return endGroup(), true, nil
+	case *replication.MariadbGTIDEvent, *replication.GTIDEvent:
 		s.groupRows = false // a new event group starts
+		s.inGroup, s.began = true, false
 		return Event{}, false, nil
 	case *replication.QueryEvent:
-		q := string(ev.Query)
-		if strings.EqualFold(q, "BEGIN") {
+		q := strings.TrimSpace(string(ev.Query))
+		if strings.EqualFold(q, "BEGIN") || hasPrefixFold(q, "XA START") || hasPrefixFold(q, "XA BEGIN") {
+			s.inGroup, s.began = true, true
 			return Event{}, false, nil
 		}
 		if err := s.trackXA(q); err != nil {
-			return Event{}, false, fmt.Errorf("%w: %s ending at %s", err, q, s.pos)
+			return Event{}, false, fmt.Errorf("%w: %s after %s", err, q, s.boundary)
 		}
 		switch classifyQuery(q, string(ev.Schema), s.cfg.Table.Schema, s.cfg.Table.Name) {
 		case queryDDL:
-			return Event{DDL: q, Pos: s.pos}, true, nil
+			e := endGroup()
+			e.DDL = q
+			return e, true, nil
 		case queryDML:
-			return Event{}, false, fmt.Errorf("%w: %q (default schema %q) ending at %s", ErrStatementDML, q, ev.Schema, s.pos)
+			return Event{}, false, fmt.Errorf("%w: %q (default schema %q) after %s", ErrStatementDML, q, ev.Schema, s.boundary)
 		}
-		return progress, true, nil
-	case *replication.RotateEvent, *replication.MariadbBinlogCheckPointEvent:
-		return progress, true, nil
+		// Inside BEGIN ... COMMIT only COMMIT or ROLLBACK ends the group
+		// (XA END, SAVEPOINT do not); a statement without BEGIN is a group
+		// of its own.
+		if s.began && !strings.EqualFold(q, "COMMIT") && !strings.EqualFold(q, "ROLLBACK") {
+			return Event{}, false, nil
+		}
+		return endGroup(), true, nil
+	case *replication.RotateEvent, *replication.MariadbBinlogCheckPointEvent,
+		*replication.FormatDescriptionEvent, *replication.MariadbGTIDListEvent, *replication.PreviousGTIDsEvent:
+		return between()
 	case *replication.GenericEvent:
 		switch h.EventType {
 		case replication.HEARTBEAT_EVENT, replication.HEARTBEAT_LOG_EVENT_V2:
-			return progress, true, nil
+			return between()
+		case replication.XA_PREPARE_LOG_EVENT:
+			return endGroup(), true, nil
 		case replication.INCIDENT_EVENT:
-			return Event{}, false, fmt.Errorf("%w (ending at %s)", ErrIncident, s.pos)
+			return Event{}, false, fmt.Errorf("%w (after %s)", ErrIncident, s.boundary)
 		}
 	}
 	return Event{}, false, nil
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 // trackXA follows XA statements (MariaDB logs "XA END xid" before the XA

@@ -576,14 +576,25 @@ func TestReconnectMidStatement(t *testing.T) {
 	if len(c.rows) != 200 {
 		t.Fatalf("rows %d, want 200", len(c.rows))
 	}
-	events := 0
-	for i, p := range c.positions {
-		if i == 0 || p != c.positions[i-1] {
-			events++
+	if len(c.rowEvents) < 10 {
+		t.Errorf("only %d rows events: the statement was not split into several", len(c.rowEvents))
+	}
+	// Positions are transaction boundaries: every rows event of the
+	// statement carries the boundary before it (where a stream can start),
+	// and the group ends at a boundary at the statement's end.
+	for _, ev := range c.rowEvents {
+		if ev.Boundary || ev.Pos != from || !ev.After(from) {
+			t.Fatalf("rows event at %s (boundary %v), want a non-boundary event after %s", ev.Pos, ev.Boundary, from)
 		}
 	}
-	if events < 10 {
-		t.Errorf("only %d distinct positions: the statement was not split into several rows events", events)
+	if c.last != end {
+		t.Errorf("last boundary %s, want %s", c.last, end)
+	}
+	// A stream started at that last boundary starts cleanly.
+	s2 := openStream(t, testConfig(t, tb, ""), c.last)
+	testutil.Exec(t, db, "UPDATE t SET v = 'y' WHERE id <= 150")
+	if c2 := collect(t, s2, currentPos(t, db)); len(c2.rows) != 150 {
+		t.Errorf("restarted stream: %d rows, want 150", len(c2.rows))
 	}
 	for i, r := range c.rows {
 		if r.After[0] != int64(i+1) {

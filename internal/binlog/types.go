@@ -80,11 +80,22 @@ type RowChange struct {
 //     (ALTER/RENAME/DROP/TRUNCATE/CREATE TRIGGER ... on it): the caller aborts;
 //   - neither: a progress mark (commit, rotate, heartbeat, other tables' events).
 //
-// Pos is always set: the position just after this event. When the caller has
-// handled every event up to one whose Pos is P, it has seen every change
-// written before P.
+// Positions are transaction boundaries only. An event with Boundary set
+// ends an event group (or lies between groups) and Pos is the position just
+// after it: a stream can start there, and a caller that has handled every
+// event up to it has seen every change written before Pos. A rows event has
+// Boundary false and Pos the boundary before its group: it belongs to the
+// group that ends at the next boundary, so it lies strictly after Pos.
 type Event struct {
-	Rows []RowChange
-	DDL  string
-	Pos  Position
+	Rows     []RowChange
+	DDL      string
+	Pos      Position
+	Boundary bool
+}
+
+// After reports whether e lies strictly after the boundary p: a boundary
+// event beyond p, or a rows event of a group that starts at or after p.
+func (e Event) After(p Position) bool {
+	c := e.Pos.Compare(p)
+	return c > 0 || (c == 0 && !e.Boundary)
 }

@@ -56,7 +56,11 @@ type Config struct {
 	Start []any
 	// Throttle, if set, is called before each chunk and blocks while copying must pause.
 	Throttle func(ctx context.Context) error
-	Logger   *slog.Logger
+	// AfterChunk, if set, runs after each chunk is copied, with its range
+	// (lo, hi]: the migration looks there for rows INSERT IGNORE skipped
+	// because another row held their value under a unique key.
+	AfterChunk func(ctx context.Context, lo, hi []any) error
+	Logger     *slog.Logger
 }
 
 // Copier copies chunk after chunk.
@@ -351,6 +355,11 @@ func (c *Copier) copyChunk(ctx context.Context, lo, hi []any) (int64, error) {
 	})
 	if err != nil {
 		return 0, fmt.Errorf("copy chunk after %v: %w", lo, err)
+	}
+	if c.cfg.AfterChunk != nil {
+		if err := c.cfg.AfterChunk(ctx, lo, hi); err != nil {
+			return 0, fmt.Errorf("copy chunk after %v: %w", lo, err)
+		}
 	}
 	return rows, nil
 }

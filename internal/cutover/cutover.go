@@ -93,6 +93,9 @@ type Config struct {
 	// counts as lock time. An error aborts the cut-over (no retry) unless it
 	// wraps ErrRetry.
 	UnderLock func(ctx context.Context, locked *sql.Conn) error
+	// BeforeAttempt, if set, runs before each attempt requests the lock.
+	// An error aborts the cut-over unless it wraps ErrRetry.
+	BeforeAttempt func(ctx context.Context) error
 	// DropOld drops the old table instead of keeping it.
 	DropOld bool
 	// Pause, if set, is called at named points (tests inject faults there).
@@ -203,6 +206,11 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config) (st attemptStats, 
 	tbl, ghost, sentry, swap := q(cfg.Table), q(cfg.Ghost), q(SentryName(cfg.Table)), q(SwapName(cfg.Table))
 	lockSecs := max(1, int(cfg.LockWaitTimeout/time.Second))
 
+	if cfg.BeforeAttempt != nil {
+		if err := cfg.BeforeAttempt(ctx); err != nil {
+			return st, err
+		}
+	}
 	connA, err := db.Conn(ctx)
 	if err != nil {
 		return st, fmt.Errorf("%w: %w", errRetry, err)

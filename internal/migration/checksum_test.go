@@ -9,6 +9,7 @@ import (
 
 	"github.com/recast-osc/recast/internal/checksum"
 	"github.com/recast-osc/recast/internal/testutil"
+	"github.com/recast-osc/recast/internal/verify"
 )
 
 // TestChecksumRepairsCorruption: a ghost row corrupted before the checksum
@@ -66,8 +67,10 @@ func TestChecksumStopsOnPersistentDifference(t *testing.T) {
 
 // TestChecksumCatchesUniqueLoss: an ALTER adding a UNIQUE key while the
 // application writes a duplicate value during the migration would lose a row
-// (REPLACE and INSERT IGNORE both drop one of the two): the checksum stops
-// the migration before the cut-over.
+// (REPLACE and INSERT IGNORE both drop one of the two): the migration stops
+// before the cut-over, naming the key and both rows (the displaced row's
+// restore finds the duplicate before the checksum; noloss_test.go has the
+// other moments).
 func TestChecksumCatchesUniqueLoss(t *testing.T) {
 	t.Parallel()
 	schema := testutil.NewSchema(t)
@@ -80,8 +83,9 @@ func TestChecksumCatchesUniqueLoss(t *testing.T) {
 		}
 	}
 	_, err := Run(ctxFor(t, time.Minute), o)
-	if !errors.Is(err, checksum.ErrDifferent) {
-		t.Fatalf("want the checksum to stop the migration, got %v", err)
+	if !errors.Is(err, verify.ErrDuplicate) || !strings.Contains(err.Error(), "uk_a") ||
+		!strings.Contains(err.Error(), "id='10'") || !strings.Contains(err.Error(), "id='20'") {
+		t.Fatalf("want the migration stopped naming uk_a and rows 10 and 20, got %v", err)
 	}
 	var n int
 	if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE a = 'v10'").Scan(&n); err != nil || n != 2 {

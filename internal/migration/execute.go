@@ -21,6 +21,7 @@ import (
 	"github.com/recast-osc/recast/internal/mdl"
 	"github.com/recast-osc/recast/internal/status"
 	"github.com/recast-osc/recast/internal/table"
+	"github.com/recast-osc/recast/internal/verify"
 )
 
 func sentryName(t string) string { return cutover.SentryName(t) }
@@ -96,7 +97,8 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 		return err
 	}
 	defer applyDB.Close()
-	ap, err := m.newApplier(applyDB, plan)
+	ver := m.newVerifier(plan)
+	ap, err := m.newApplier(applyDB, plan, ver)
 	if err != nil {
 		return err
 	}
@@ -108,7 +110,8 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan),
 		KeyColumns: plan.KeySource, KeyIndex: plan.KeyIndex,
 		ChunkTime: o.ChunkTime, MaxChunk: o.MaxChunkRows, Threads: o.Threads, Logger: o.Logger, Throttle: ctl.throttleWait,
-		Start: checkpoint.DecodeKey(m.source, plan.KeySource, state.Watermark),
+		AfterChunk: func(ctx context.Context, lo, hi []any) error { return ver.Missing(ctx, m.db, lo, hi) },
+		Start:      checkpoint.DecodeKey(m.source, plan.KeySource, state.Watermark),
 	})
 	if err != nil {
 		return err
@@ -125,6 +128,8 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	pump := &pump{stream: stream, ap: ap, swapped: make(chan struct{}), delay: ctl.applierDelay}
+	m.postponed = func(ctx context.Context) error { return m.keepVerified(ctx, ver, 0) }
+	defer func() { m.postponed = nil }()
 	stopCtl, err := ctl.start(runCtx, m, cancel, cp, ap, pump, plan.RowEstimate)
 	if err != nil {
 		return err
@@ -167,6 +172,12 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 	}
 	o.Pause(runCtx, "caught-up")
 
+	// Rows the applier displaced or the copy skipped under a unique key are
+	// restored now, or proven to be duplicates the source holds.
+	if err := ver.Restore(runCtx, m.db); err != nil {
+		return fail(err)
+	}
+
 	// Phase: checksum, the gate to the cut-over.
 	if o.Checksum {
 		ctl.setPhase(status.PhaseChecksum)
@@ -185,6 +196,11 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 		}
 		o.Logger.Info("checksum passed", "rows", cs.Rows, "chunks", cs.Chunks, "repaired", cs.Repaired,
 			"took", cs.Took.Round(time.Millisecond), "aligning", cs.Aligning.Round(time.Millisecond))
+		// Everything the applier wrote since the checksum's snapshot is
+		// verified incrementally from here to the swap (package verify).
+		if err := m.keepVerified(runCtx, ver, 5*time.Second); err != nil {
+			return fail(err)
+		}
 	} else {
 		o.Logger.Warn("checksum skipped (--checksum=false): the new table is swapped in unverified")
 	}
@@ -195,7 +211,9 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 		Schema: o.Database, Table: o.Table, Ghost: GhostName(o.Table), Old: OldName(o.Table),
 		LockWaitTimeout: o.CutOverLockTimeout, Attempts: o.CutOverAttempts,
 		WaitApplied: ap.WaitApplied, Armed: pump.arm, Disarmed: pump.disarm,
-		DropOld: o.DropOldTable, Logger: o.Logger,
+		BeforeAttempt: func(ctx context.Context) error { return m.keepVerified(ctx, ver, 2*time.Second) },
+		UnderLock:     chainUnderLock(m.verifyUnderLock(ver)),
+		DropOld:       o.DropOldTable, Logger: o.Logger,
 		Pause: func(ctx context.Context, point string) { o.Pause(ctx, "cutover:"+point) },
 	})
 	res.CutOver = cutOverReport(cres)
@@ -226,7 +244,7 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 	return nil
 }
 
-func (m *migrator) newApplier(db *sql.DB, plan *Plan) (*apply.Applier, error) {
+func (m *migrator) newApplier(db *sql.DB, plan *Plan, ver *verify.Verifier) (*apply.Applier, error) {
 	var srcIdx []int
 	var ghostCols, charsets []string
 	for _, p := range plan.Pairs {
@@ -246,6 +264,7 @@ func (m *migrator) newApplier(db *sql.DB, plan *Plan) (*apply.Applier, error) {
 		KeySource: keyIdx, KeyGhost: plan.KeyGhost,
 		Charsets: charsets, KeyCharsets: keyCharsets,
 		Ordered: plan.Ordered, Workers: m.opts.ApplyThreads, Logger: m.opts.Logger,
+		Uniques: ghostUniques(plan), Displaced: ver.Displaced, Written: ver.Written,
 	})
 }
 

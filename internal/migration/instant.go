@@ -387,12 +387,18 @@ func (m *migrator) waitPostponed(ctx context.Context) error {
 	}
 	start := time.Now()
 	m.opts.Logger.Info("cut-over postponed while the flag file exists; the new table is kept in sync meanwhile", "file", f)
-	lastLog := start
+	lastLog, lastVerified := start, start
 	for exists() {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
+		}
+		if m.postponed != nil && time.Since(lastVerified) >= time.Second {
+			if err := m.postponed(ctx); err != nil {
+				return err
+			}
+			lastVerified = time.Now()
 		}
 		if time.Since(lastLog) >= time.Minute {
 			m.opts.Logger.Info("cut-over still postponed", "file", f, "for", time.Since(start).Round(time.Second))

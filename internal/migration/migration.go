@@ -135,6 +135,9 @@ type migrator struct {
 	source *table.Table
 	an     *ddl.Analysis
 	checks *check.Input // preflight: holds the per-table lock until release
+	// postponed, if set, runs about once a second while the cut-over is
+	// postponed (keeps the rows written meanwhile verified).
+	postponed func(ctx context.Context) error
 }
 
 // inspect runs the preflight checks (package check) in their fixed order:

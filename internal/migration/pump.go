@@ -19,7 +19,7 @@ type pump struct {
 	mu      sync.Mutex
 	frozen  bool             // the reader takes no new event...
 	upTo    *binlog.Position // ...except those at or before upTo
-	taken   binlog.Position  // position of the last event the reader took
+	taken   binlog.Event     // the last event the reader took (Rows cleared)
 	armed   bool
 	held    []binlog.Event // row events seen while armed
 	swapped chan struct{}
@@ -81,7 +81,7 @@ func (p *pump) align(ctx context.Context, openSource func() (binlog.Position, er
 			return err
 		}
 		p.mu.Lock()
-		ahead := p.taken.Compare(pos) > 0
+		ahead := p.taken.After(pos)
 		if !ahead {
 			p.upTo = &pos
 		} else {
@@ -92,7 +92,7 @@ func (p *pump) align(ctx context.Context, openSource func() (binlog.Position, er
 			break
 		}
 		if attempt == 50 {
-			return fmt.Errorf("the stream stays ahead of the source snapshot (%s > %s)", p.taken, pos)
+			return fmt.Errorf("the stream stays ahead of the source snapshot (%s > %s)", p.taken.Pos, pos)
 		}
 		select {
 		case <-ctx.Done():
@@ -108,16 +108,23 @@ func (p *pump) align(ctx context.Context, openSource func() (binlog.Position, er
 	if got := p.ap.Applied(); got.Compare(pos) != 0 {
 		return fmt.Errorf("internal: the applier is at %s, not at the snapshot's %s", got, pos)
 	}
-	return openGhost()
+	if err := openGhost(); err != nil {
+		return err
+	}
+	// Both snapshots are at pos and the reader holds back everything after
+	// it: every row the applier writes from now on is verified again
+	// before the swap (package verify).
+	p.ap.StartTracking()
+	return nil
 }
 
 // gate blocks while the reader is frozen and ev lies beyond what it may take.
-func (p *pump) gate(ctx context.Context, pos binlog.Position) error {
+func (p *pump) gate(ctx context.Context, ev binlog.Event) error {
 	for {
 		p.mu.Lock()
-		ok := !p.frozen || (p.upTo != nil && pos.Compare(*p.upTo) <= 0)
+		ok := !p.frozen || (p.upTo != nil && !ev.After(*p.upTo))
 		if ok {
-			p.taken = pos // under the same lock as the check: align relies on it
+			p.taken = binlog.Event{Pos: ev.Pos, Boundary: ev.Boundary} // under the same lock as the check: align relies on it
 			p.mu.Unlock()
 			return nil
 		}
@@ -139,7 +146,7 @@ func (p *pump) read(ctx context.Context) error {
 			}
 			return fmt.Errorf("binlog stream: %w", err)
 		}
-		if err := p.gate(ctx, ev.Pos); err != nil {
+		if err := p.gate(ctx, ev); err != nil {
 			return nil
 		}
 		p.mu.Lock()
@@ -153,7 +160,10 @@ func (p *pump) read(ctx context.Context) error {
 		case ev.DDL != "":
 			p.mu.Unlock()
 			return fmt.Errorf("the table's definition changed during the migration (%q at %s): aborting; the original table is untouched", ev.DDL, ev.Pos)
-		case armed && len(ev.Rows) > 0:
+		case armed && (len(ev.Rows) > 0 || len(p.held) > 0):
+			// Once a row is held, everything after it is held too (its
+			// boundaries included): the applied position must not pass a
+			// row that is not applied.
 			p.held = append(p.held, ev)
 			p.mu.Unlock()
 			continue
