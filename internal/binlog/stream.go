@@ -399,8 +399,10 @@ func (s *Stream) checkRows(re *replication.RowsEvent) error {
 	if int(re.ColumnCount) != n {
 		return fmt.Errorf("%w: the rows event has %d columns, the definition %d", ErrSchemaChanged, re.ColumnCount, n)
 	}
-	if !fullImage(re.ColumnBitmap1, n) ||
-		((re.ColumnBitmap2 != nil || re.Type() == replication.EnumRowsEventTypeUpdate) && !fullImage(re.ColumnBitmap2, n)) {
+	// A VIRTUAL generated column may be missing from a FULL image (MariaDB
+	// 11.x logs only stored columns); recast never writes or reads it.
+	if !fullImage(re.ColumnBitmap1, s.cols) ||
+		((re.ColumnBitmap2 != nil || re.Type() == replication.EnumRowsEventTypeUpdate) && !fullImage(re.ColumnBitmap2, s.cols)) {
 		return ErrRowImage
 	}
 	return nil

@@ -137,10 +137,18 @@ func TestRowValues(t *testing.T) {
 	diffRow(t, "insert max", c.rows[0].After, expectedMax("héllo 😀"))
 	diffRow(t, "insert null", c.rows[1].After, expectedNull())
 	diffRow(t, "insert zero", c.rows[2].After, expectedZero())
-	diffRow(t, "update before", c.rows[3].Before, expectedMax("héllo 😀"))
-	diffRow(t, "update after", c.rows[3].After, expectedMax("changed"))
-	diffRow(t, "delete before", c.rows[4].Before, expectedNull())
-	zeroEnum := expectedZero()
+	// MariaDB 11.x leaves the VIRTUAL column g (the last) out of the images
+	// of updates and deletes; recast never uses a generated column's value.
+	virt := func(r []any) []any {
+		if srv := testutil.Server(t); srv.MariaDB && srv.AtLeast(11, 0, 0) {
+			r[len(r)-1] = nil
+		}
+		return r
+	}
+	diffRow(t, "update before", c.rows[3].Before, virt(expectedMax("héllo 😀")))
+	diffRow(t, "update after", c.rows[3].After, virt(expectedMax("changed")))
+	diffRow(t, "delete before", c.rows[4].Before, virt(expectedNull()))
+	zeroEnum := virt(expectedZero())
 	zeroEnum[29] = ""
 	diffRow(t, "enum error value", c.rows[5].After, zeroEnum)
 	for i, r := range c.rows {
