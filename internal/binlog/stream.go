@@ -87,6 +87,12 @@ type Stream struct {
 	// XA: MariaDB logs a prepared XA transaction's rows at XA PREPARE, its
 	// outcome (XA COMMIT/ROLLBACK) in a later event group.
 	groupRows  bool            // the current event group had watched rows
+	// sinceResume counts the watched rows events delivered since the last
+	// event with a log position, where go-mysql resumes after a reconnect;
+	// skipRows is how many of the rows events sent again after a reconnect
+	// were delivered already (MariaDB 11.4+: events inside a group have no
+	// position, so go-mysql resumes before the group's first rows event).
+	sinceResume, skipRows int
 	preparedXA map[string]bool // xid -> its rows touched the watched table
 
 	closed    context.Context // done once Close was called
@@ -241,6 +247,14 @@ func (s *Stream) handle(be *replication.BinlogEvent) (Event, bool, error) {
 		return Event{}, false, fmt.Errorf("%w (%s ending at %s:%d)", ErrCompressed, h.EventType, s.pos.File, h.LogPos)
 	}
 	next, positioned := s.pos, false
+	if h.LogPos > 0 && h.Flags&replication.LOG_EVENT_ARTIFICIAL_F == 0 {
+		s.sinceResume = 0 // go-mysql would resume after this event
+	}
+	if _, ok := be.Event.(*replication.RotateEvent); ok && h.Flags&replication.LOG_EVENT_ARTIFICIAL_F != 0 && s.inGroup {
+		// A reconnect inside a group: the server sends again every event
+		// after go-mysql's resume point.
+		s.skipRows = s.sinceResume
+	}
 	if ev, ok := be.Event.(*replication.RotateEvent); ok {
 		next, positioned = Position{File: string(ev.NextLogName), Offset: uint32(ev.Position)}, true
 	} else if h.LogPos > 0 && h.Flags&replication.LOG_EVENT_ARTIFICIAL_F == 0 {
@@ -281,6 +295,14 @@ func (s *Stream) handle(be *replication.BinlogEvent) (Event, bool, error) {
 	case *replication.RowsEvent:
 		if !s.watched(ev.Table) {
 			return Event{}, false, nil
+		}
+		if h.LogPos == 0 {
+			if s.skipRows > 0 { // delivered before the reconnect
+				s.skipRows--
+				s.groupRows = true
+				return Event{}, false, nil
+			}
+			s.sinceResume++
 		}
 		rows, err := s.rowChanges(ev)
 		if err != nil {
