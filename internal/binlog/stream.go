@@ -86,14 +86,14 @@ type Stream struct {
 
 	// XA: MariaDB logs a prepared XA transaction's rows at XA PREPARE, its
 	// outcome (XA COMMIT/ROLLBACK) in a later event group.
-	groupRows  bool            // the current event group had watched rows
+	groupRows bool // the current event group had watched rows
 	// sinceResume counts the watched rows events delivered since the last
 	// event with a log position, where go-mysql resumes after a reconnect;
 	// skipRows is how many of the rows events sent again after a reconnect
 	// were delivered already (MariaDB 11.4+: events inside a group have no
 	// position, so go-mysql resumes before the group's first rows event).
 	sinceResume, skipRows int
-	preparedXA map[string]bool // xid -> its rows touched the watched table
+	preparedXA            map[string]bool // xid -> its rows touched the watched table
 
 	closed    context.Context // done once Close was called
 	markClose context.CancelFunc
