@@ -42,7 +42,10 @@ var (
 	// ErrRowImage: a rows event of the watched table lacks columns.
 	ErrRowImage = errors.New("rows event without a full row image: the server must run with binlog_row_image=FULL")
 	// ErrCompressed: MariaDB wrote a compressed event.
-	ErrCompressed = errors.New("compressed binlog event: the server must run with log_bin_compress=OFF")
+	ErrCompressed = errors.New("compressed binlog event: the server must run with log_bin_compress=OFF (MariaDB) and binlog_transaction_compression=OFF (MySQL)")
+	// ErrPartialJSON: a MySQL rows event with partial JSON updates (diffs,
+	// not values) for the watched table.
+	ErrPartialJSON = errors.New("partial JSON update event: the server must run with binlog_row_value_options='' (not PARTIAL_JSON)")
 	// ErrSchemaChanged: the binlog's table map does not match Config.Table.
 	ErrSchemaChanged = errors.New("the watched table's definition changed")
 	// ErrStatementDML: a change to the watched table was logged as a statement.
@@ -65,7 +68,9 @@ type Config struct {
 	Password string
 	ServerID uint32       // our replica server id; must differ from every server and replica
 	Table    *table.Table // the watched table (schema, name, column definitions for value normalisation)
-	Logger   *slog.Logger
+	// MySQL: the server is MySQL (go-mysql's MySQL flavor), not MariaDB.
+	MySQL  bool
+	Logger *slog.Logger
 }
 
 // Stream reads the binlog from a position and returns the watched table's
@@ -131,7 +136,7 @@ func Open(ctx context.Context, cfg Config, from Position) (*Stream, error) {
 
 	s.syncer = replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID:                cfg.ServerID,
-		Flavor:                  mysql.MariaDBFlavor,
+		Flavor:                  binlogFlavor(cfg.MySQL),
 		Host:                    cfg.Host,
 		Port:                    cfg.Port,
 		User:                    cfg.User,
@@ -296,6 +301,9 @@ func (s *Stream) handle(be *replication.BinlogEvent) (Event, bool, error) {
 		if !s.watched(ev.Table) {
 			return Event{}, false, nil
 		}
+		if h.EventType == replication.PARTIAL_UPDATE_ROWS_EVENT {
+			return Event{}, false, fmt.Errorf("%s of %s after %s: %w", h.EventType, s.cfg.Table.QuotedName(), s.boundary, ErrPartialJSON)
+		}
 		if h.LogPos == 0 {
 			if s.skipRows > 0 { // delivered before the reconnect
 				s.skipRows--
@@ -405,7 +413,15 @@ func (s *Stream) trackXA(q string) error {
 // isCompressed reports MariaDB's compressed query and rows events (165-171;
 // go-mysql only knows some of them).
 func isCompressed(t replication.EventType) bool {
-	return t >= replication.MARIADB_QUERY_COMPRESSED_EVENT && t <= replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1+3
+	return t >= replication.MARIADB_QUERY_COMPRESSED_EVENT && t <= replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1+3 ||
+		t == replication.TRANSACTION_PAYLOAD_EVENT // MySQL binlog_transaction_compression
+}
+
+func binlogFlavor(mysqlServer bool) string {
+	if mysqlServer {
+		return mysql.MySQLFlavor
+	}
+	return mysql.MariaDBFlavor
 }
 
 func (s *Stream) watched(tm *replication.TableMapEvent) bool {

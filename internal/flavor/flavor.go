@@ -86,8 +86,9 @@ func (s Server) AtLeast(major, minor, patch int) bool {
 	return s.Patch >= patch
 }
 
-// MySQL reports a MySQL (not MariaDB) server.
-func (s Server) MySQL() bool { return !s.MariaDB }
+// MySQL reports a MySQL (not MariaDB) server; false for the zero Server
+// (not detected).
+func (s Server) MySQL() bool { return s.Major > 0 && !s.MariaDB }
 
 // IsolationVar is the session variable holding the transaction isolation
 // level: tx_isolation on MariaDB before 11.1 (transaction_isolation is an
