@@ -478,7 +478,7 @@ func (s *Stream) rowChanges(re *replication.RowsEvent) ([]RowChange, error) {
 		}
 		out = make([]RowChange, 0, len(re.Rows))
 		for _, r := range re.Rows {
-			v, err := normaliseRow(r, s.cols)
+			v, err := s.normalise(r)
 			if err != nil {
 				return nil, err
 			}
@@ -494,11 +494,11 @@ func (s *Stream) rowChanges(re *replication.RowsEvent) ([]RowChange, error) {
 		}
 		out = make([]RowChange, 0, len(re.Rows)/2)
 		for i := 0; i < len(re.Rows); i += 2 {
-			before, err := normaliseRow(re.Rows[i], s.cols)
+			before, err := s.normalise(re.Rows[i])
 			if err != nil {
 				return nil, err
 			}
-			after, err := normaliseRow(re.Rows[i+1], s.cols)
+			after, err := s.normalise(re.Rows[i+1])
 			if err != nil {
 				return nil, err
 			}
@@ -508,6 +508,23 @@ func (s *Stream) rowChanges(re *replication.RowsEvent) ([]RowChange, error) {
 		return nil, errors.New("rows event of unknown kind")
 	}
 	return out, nil
+}
+
+// normalise is normaliseRow, plus: on MySQL a JSON column's value (go-mysql
+// turns MySQL's binary JSON into JSON text) is a string, not bytes, because
+// MySQL refuses to make a JSON value of a binary string (error 3144). On
+// MariaDB JSON is LONGTEXT and stays bytes like other text.
+func (s *Stream) normalise(row []any) ([]any, error) {
+	v, err := normaliseRow(row, s.cols)
+	if err != nil || !s.cfg.MySQL {
+		return v, err
+	}
+	for i, c := range s.cols {
+		if b, ok := v[i].([]byte); ok && c.def.DataType == "json" {
+			v[i] = string(b)
+		}
+	}
+	return v, nil
 }
 
 // describe makes go-mysql's stream errors readable: an EventError prints the
