@@ -281,6 +281,11 @@ func TestFinderWaitingDDL(t *testing.T) {
 	schema := testutil.NewSchema(t)
 	db := testutil.DB(t, schema)
 	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY)", "INSERT INTO t VALUES (1)")
+	// The plugin case needs the plugin (other tests load it too, but maybe
+	// only after this one looked).
+	if err := LoadPlugin(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
 	holder := newSession(t, db)
 	holder.exec("BEGIN", "SELECT * FROM t")
 	alter := newSession(t, db)
