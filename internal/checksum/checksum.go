@@ -132,7 +132,7 @@ func Run(ctx context.Context, db *sql.DB, cfg Config) (res Result, _ error) {
 type checker struct {
 	db      *sql.DB
 	cfg     Config
-	mysql   bool // MySQL: no Binlog_snapshot_file (see mysqlSnapshot)
+	mysql   bool   // MySQL: no Binlog_snapshot_file (see mysqlSnapshot)
 	srcExpr string // CRC expression over the source columns
 	ghExpr  string
 	skipped []string
