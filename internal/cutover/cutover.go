@@ -1,17 +1,23 @@
 // Package cutover swaps the ghost table in for the original one, atomically
-// and without losing a write. MySQL 8.0.13+ allows RENAME TABLE under LOCK
-// TABLES on the locking session and gets a one-session swap (attemptMySQL);
-// MariaDB refuses that (ERROR 1192) and gets the two-session protocol below.
+// and without losing a write, on MariaDB (which refuses RENAME TABLE under
+// LOCK TABLES, ERROR 1192) and on MySQL 8.0+ alike.
 //
-// The MariaDB protocol (two sessions, A and B; T the table, G the ghost, S a sentry
+// Why not MySQL's one-session swap (RENAME TABLE under LOCK TABLES, allowed
+// there since 8.0.13): the RENAME needs the ghost write-locked by the locking
+// session too, and recast's applier, which must bring the ghost up to the
+// drain point after the lock, writes the ghost from other sessions; it would
+// wait for that lock forever. The two-session protocol locks only T.
+//
+// The protocol (two sessions, A and B; T the table, G the ghost, S a sentry
 // table whose name sorts after T's):
 //
 //  1. A: CREATE TABLE S; LOCK TABLES T WRITE, S WRITE (short lock wait, retried).
 //     From now on no write reaches T.
 //  2. A: read the binlog position P (the binlog status statement) and wait until the
 //     applier has applied everything before P: G now equals T.
-//  3. B: RENAME TABLE T TO S, G TO T. It blocks: MariaDB takes the metadata
-//     locks of a statement in name order, G first (free), then T, held by A.
+//  3. B: RENAME TABLE T TO S, G TO T. It blocks: MariaDB (and MySQL, whose
+//     acquire_locks sorts the requests too) takes the metadata locks of a
+//     statement in name order, G first (free), then T, held by A.
 //  4. A: confirm B is waiting for its metadata lock; DROP TABLE S; UNLOCK TABLES.
 //  5. B's RENAME completes; then S (the old table) is renamed to _T_old.
 //
@@ -20,7 +26,8 @@
 // does B, which queued on T itself (not on S) before A released anything.
 // When A releases T, the waiting exclusive request (B) is granted before the
 // waiting shared ones (DML): MariaDB's MDL scheduler never grants a shared
-// lock while an incompatible exclusive request waits. The queued DML then
+// lock while an incompatible exclusive request waits (MySQL's neither: a
+// pending exclusive request blocks new shared requests there too). The queued DML then
 // opens T by name and finds the new table. gh-ost's sentry is named _T_del,
 // which sorts before T: its RENAME waits on the sentry, not on T, so when the
 // sentry is dropped there is a moment where the RENAME has not yet queued on
@@ -163,17 +170,10 @@ func Run(ctx context.Context, db *sql.DB, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	attempt := attemptOnce
-	if srv.MySQL() {
-		if !srv.AtLeast(8, 0, 13) {
-			return Result{}, fmt.Errorf("cut-over: %s cannot RENAME TABLE under LOCK TABLES (MySQL 8.0.13 or later is needed)", srv)
-		}
-		attempt = attemptMySQL
-	}
 	var st attemptStats
 	rep, err := mdl.Run(ctx, pol, "cut-over", func(ctx context.Context) error {
 		var err error
-		st, err = attempt(ctx, db, cfg)
+		st, err = attemptOnce(ctx, db, cfg, srv)
 		return err
 	}, func(err error) bool { return errors.Is(err, errRetry) })
 	res.Attempts, res.Waited, res.Blockers, res.Kills = rep.Attempts, rep.Waited, rep.Blockers, rep.Kills
@@ -201,7 +201,7 @@ type attemptStats struct {
 }
 
 // attemptOnce runs the protocol once. A nil error means T is now the new table.
-func attemptOnce(ctx context.Context, db *sql.DB, cfg Config) (st attemptStats, err error) {
+func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv flavor.Server) (st attemptStats, err error) {
 	q := func(n string) string { return table.QuoteIdent(cfg.Schema) + "." + table.QuoteIdent(n) }
 	tbl, ghost, sentry, swap := q(cfg.Table), q(cfg.Ghost), q(SentryName(cfg.Table)), q(SwapName(cfg.Table))
 	lockSecs := max(1, int(cfg.LockWaitTimeout/time.Second))
@@ -252,10 +252,16 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config) (st attemptStats, 
 		_, _ = db.ExecContext(cctx, dbconn.Tag+"DROP TABLE IF EXISTS "+sentry)
 	}()
 
+	// MySQL with GTIDs refuses to LOCK TABLES a non-transactional table
+	// together with InnoDB ones (error 1785): its sentry is InnoDB.
+	sentryEngine := "MEMORY"
+	if srv.MySQL() {
+		sentryEngine = "InnoDB"
+	}
 	for _, s := range []string{
 		fmt.Sprintf("SET SESSION lock_wait_timeout = %d", lockSecs),
 		dbconn.Tag + "DROP TABLE IF EXISTS " + sentry,
-		dbconn.Tag + "CREATE TABLE " + sentry + " (id INT) ENGINE=MEMORY COMMENT='" + SentryComment + "'",
+		dbconn.Tag + "CREATE TABLE " + sentry + " (id INT) ENGINE=" + sentryEngine + " COMMENT='" + SentryComment + "'",
 	} {
 		if _, err := connA.ExecContext(ctx, s); err != nil {
 			return st, fmt.Errorf("%w: prepare the sentry: %w", errRetry, err)
@@ -293,7 +299,11 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config) (st attemptStats, 
 	// The ghost takes a name that sorts after T, so that T is the first table
 	// B's RENAME locks: waiting for a metadata lock then means waiting on T.
 	// Nothing writes to the ghost now: T is locked and the applier drained.
-	if _, err := db.ExecContext(ctx, fmt.Sprintf("%sRENAME TABLE %s WAIT %d TO %s", dbconn.Tag, ghost, lockSecs, swap)); err != nil {
+	renameGhost := fmt.Sprintf("%sRENAME TABLE %s WAIT %d TO %s", dbconn.Tag, ghost, lockSecs, swap)
+	if srv.MySQL() { // no WAIT clause: the session's lock_wait_timeout applies
+		renameGhost = fmt.Sprintf("%sRENAME TABLE %s TO %s", dbconn.Tag, ghost, swap)
+	}
+	if _, err := db.ExecContext(ctx, renameGhost); err != nil {
 		return st, fmt.Errorf("%w: rename the ghost for the swap: %w", errRetry, err)
 	}
 	ghostMoved = true
@@ -401,119 +411,4 @@ func finish(ctx context.Context, db *sql.DB, cfg Config) (string, error) {
 // run on A's session: under LOCK TABLES other statements would wait for A).
 func masterPosition(ctx context.Context, conn *sql.Conn) (binlog.Position, error) {
 	return binlog.CurrentPosition(ctx, conn)
-}
-
-// attemptMySQL is the cut-over on MySQL 8.0.13+, where the session holding
-// LOCK TABLES may itself RENAME the tables it has write-locked. One session A:
-//
-//  1. A: DROP TABLE IF EXISTS S; LOCK TABLES T WRITE, G WRITE (short lock
-//     wait, retried). From now on no write reaches T (nor G).
-//  2. A: read the binlog position P and wait until the applier has applied
-//     everything before P: G now equals T.
-//  3. A: RENAME TABLE T TO S, G TO T; UNLOCK TABLES.
-//  4. S (the old table) is renamed to _T_old (or dropped), as on MariaDB.
-//
-// Why no write reaches the old table after step 2: every transaction that
-// wrote T committed before A got its lock, so it is in the binlog before P
-// and is in G after step 2. From the lock on, every statement on T waits for
-// T's metadata lock, which A holds through the RENAME; the rename itself
-// runs under that lock. When A unlocks, the waiting statements reopen T by
-// name and find the new table (MySQL reopens a table whose definition
-// changed while a statement waited for it).
-//
-// Why no query sees "table doesn't exist": the RENAME of both tables is one
-// atomic DDL statement, done while A holds T exclusively; no other session
-// can open T between the lock and the unlock.
-//
-// Why a crash is safe: MySQL 8's DDL is atomic, so if A dies the RENAME
-// happened entirely or not at all, and its locks go away with the session.
-// If it happened, T is the new table and the old one is under S's name
-// without the sentry's comment, which --resume recognises as a finished swap.
-func attemptMySQL(ctx context.Context, db *sql.DB, cfg Config) (st attemptStats, err error) {
-	q := func(n string) string { return table.QuoteIdent(cfg.Schema) + "." + table.QuoteIdent(n) }
-	tbl, ghost, sentry := q(cfg.Table), q(cfg.Ghost), q(SentryName(cfg.Table))
-	lockSecs := max(1, int(cfg.LockWaitTimeout/time.Second))
-
-	connA, err := db.Conn(ctx)
-	if err != nil {
-		return st, fmt.Errorf("%w: %w", errRetry, err)
-	}
-	// The session's lock_wait_timeout is changed: the session is discarded,
-	// never returned to the pool.
-	defer discardConn(connA)
-	var aID int64
-	if err := connA.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&aID); err != nil {
-		return st, fmt.Errorf("%w: %w", errRetry, err)
-	}
-	defer mdl.RegisterOwn(aID)()
-	locked := false
-	defer func() {
-		if locked {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			_, _ = connA.ExecContext(cctx, "UNLOCK TABLES")
-		}
-	}()
-	for _, s := range []string{
-		fmt.Sprintf("SET SESSION lock_wait_timeout = %d", lockSecs),
-		// A table under S's name that is not a sentry (the old table of a
-		// finished swap) is the caller's to handle; a leftover sentry goes.
-		dbconn.Tag + "DROP TABLE IF EXISTS " + sentry,
-	} {
-		if _, err := connA.ExecContext(ctx, s); err != nil {
-			return st, fmt.Errorf("%w: prepare: %w", errRetry, err)
-		}
-	}
-	cfg.Pause(ctx, "before-lock")
-	if _, err := connA.ExecContext(ctx, dbconn.Tag+"LOCK TABLES "+tbl+" WRITE, "+ghost+" WRITE"); err != nil {
-		if dbconn.IsLockTimeout(err) {
-			return st, fmt.Errorf("%w: LOCK TABLES waited %ds for other sessions' metadata locks on %s", errRetry, lockSecs, tbl)
-		}
-		return st, fmt.Errorf("%w: LOCK TABLES: %w", errRetry, err)
-	}
-	locked = true
-	lockedAt := time.Now()
-	cfg.Pause(ctx, "locked")
-
-	pos, err := masterPosition(ctx, connA)
-	st.pos = pos
-	if err != nil {
-		return st, fmt.Errorf("%w: read the binlog position under lock: %w", errRetry, err)
-	}
-	dctx, cancel := context.WithTimeout(ctx, cfg.LockWaitTimeout)
-	err = cfg.WaitApplied(dctx, pos)
-	cancel()
-	st.drain = time.Since(lockedAt)
-	if err != nil {
-		return st, fmt.Errorf("%w: the applier did not reach %s within %s under lock: %w", errRetry, pos, cfg.LockWaitTimeout, err)
-	}
-	cfg.Pause(ctx, "drained")
-	if cfg.UnderLock != nil {
-		if err := cfg.UnderLock(ctx, connA); err != nil {
-			return st, err
-		}
-	}
-	cfg.Armed()
-	if _, err := connA.ExecContext(context.WithoutCancel(ctx), dbconn.Tag+"RENAME TABLE "+tbl+" TO "+sentry+", "+ghost+" TO "+tbl); err != nil {
-		if dbconn.Number(err) == 0 {
-			// No answer from the server: the atomic RENAME happened or
-			// not, unknown which. Stay armed and stop; --resume finds out.
-			return st, fmt.Errorf("cut-over: the connection failed during RENAME TABLE, whether the tables were swapped is unknown (run with --resume): %w", err)
-		}
-		cfg.Disarmed()
-		return st, fmt.Errorf("%w: RENAME failed, the table is unchanged: %w", errRetry, err)
-	}
-	cfg.Pause(ctx, "renamed")
-	if _, err := connA.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); err != nil {
-		cfg.Logger.Warn("UNLOCK TABLES failed; closing the session releases the lock", "err", err)
-	}
-	locked = false
-	st.locked = time.Since(lockedAt)
-	return st, nil
-}
-
-// discardConn closes c for good instead of returning it to the pool.
-func discardConn(c *sql.Conn) {
-	_ = c.Raw(func(any) error { return driver.ErrBadConn })
-	_ = c.Close()
 }
