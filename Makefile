@@ -8,8 +8,10 @@
 GO ?= go
 # staticcheck 2025.1.1 (the module proxy knows it by its module version).
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
+# golangci-lint (configuration: .golangci.yml), built from the module proxy.
+GOLANGCI_LINT ?= github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
-.PHONY: all build test stress lint demo clean
+.PHONY: all build test unit stress lint demo clean
 
 all: build
 
@@ -25,6 +27,11 @@ FLAVOR ?= mariadb-10.11
 test:
 	GO=$(GO) RECAST_TEST_FLAVORS="$(RECAST_TEST_FLAVORS)" bash scripts/test-flavors.sh
 
+# Unit tests only: no server is started (testutil.Main under -short), the
+# tests that need one are skipped. Seconds, not minutes.
+unit:
+	$(GO) test -short -race -count=1 -timeout 5m ./...
+
 # Long randomized and cut-over stress tests (files with //go:build stress).
 stress:
 	$(GO) test -race -count=1 -timeout 60m -tags stress ./...
@@ -39,6 +46,7 @@ lint:
 	else \
 		echo "lint: staticcheck ($(STATICCHECK)) unavailable, skipped"; \
 	fi
+	$(GO) run $(GOLANGCI_LINT) run ./...
 
 # Migrate a 200k-row table under write load on a local sandbox, verify every
 # row and compare the replica (see scripts/demo.sh).

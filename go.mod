@@ -7,6 +7,7 @@ require (
 	github.com/go-sql-driver/mysql v1.9.3
 	github.com/pingcap/tidb/pkg/parser v0.0.0-20250421232622-526b2c79173d
 	github.com/prometheus/client_golang v1.20.5
+	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.17.0
 )
 

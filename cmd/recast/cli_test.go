@@ -17,7 +17,7 @@ import (
 	"github.com/recast-osc/recast/internal/testutil"
 )
 
-func TestMain(m *testing.M) { os.Exit(testutil.Main(m, 0)) }
+func TestMain(m *testing.M) { os.Exit(testutil.NoLeaks(testutil.Main(m, 0))) }
 
 // The account the CLI tests connect as: a distinctive password, so that the
 // tests can assert it never appears in recast's output.
@@ -142,6 +142,7 @@ func snapshot(t *testing.T, db *sql.DB, schema string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer rows.Close()
 	type tb struct{ name, typ string }
 	var tbs []tb
 	for rows.Next() {
@@ -151,7 +152,9 @@ func snapshot(t *testing.T, db *sql.DB, schema string) string {
 		}
 		tbs = append(tbs, x)
 	}
-	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 	var b strings.Builder
 	for _, x := range tbs {
 		fmt.Fprintf(&b, "%s(%s", x.name, x.typ)

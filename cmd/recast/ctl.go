@@ -159,7 +159,9 @@ func (c *controlFlags) start(o migration.Options, stderr io.Writer) (*migration.
 	var closers []func() error
 	stop := func() {
 		for _, f := range closers {
-			f()
+			if err := f(); err != nil {
+				fmt.Fprintf(stderr, "recast: stop the control endpoint: %v\n", err)
+			}
 		}
 	}
 	if c.httpAddr != "" {

@@ -64,6 +64,13 @@ type Config struct {
 	// CONVERT(? USING charset) and the server converts them. Empty: as is.
 	Charsets    []string
 	KeyCharsets []string
+	// Exprs, per written column (and KeyExprs per key column), are SQL
+	// templates written instead of a plain placeholder, each "?" in them
+	// standing for the column's value (e.g. a time-zone conversion that the
+	// server's own ALTER makes). Empty: as Charsets says. They win over
+	// Charsets.
+	Exprs    []string
+	KeyExprs []string
 	// Ordered forces one worker (set when any key column is collation-sensitive).
 	Ordered bool
 	// Workers is the number of parallel writer connections (ignored when Ordered).
@@ -96,6 +103,11 @@ type Config struct {
 type Unique struct {
 	Name    string
 	Columns []string // ghost column names, key order
+	// Enforced: a unique key of the source implies this one, so a row in
+	// the way under it is one whose own later event rewrites it (removing
+	// it is what REPLACE does, and is safe). Tables whose Uniques are all
+	// Enforced are written with REPLACE.
+	Enforced bool
 }
 
 // Displacement is a ghost row removed by the applier because the row it
@@ -105,6 +117,8 @@ type Displacement struct {
 	GhostKey []any  // the removed row's identifying key, as read from the ghost (KeyGhost order)
 	Row      string // the removed row, rendered for messages
 	By       string // the row written in its place, rendered for messages
+
+	enforced bool // under a key the source enforces: not reported
 }
 
 // Applier gathers row changes into windows and applies them.
@@ -368,7 +382,7 @@ func (a *Applier) applyUnordered(ctx context.Context, ops []op) ([]op, error) {
 	if err := a.writeRuns(ctx, dels); err != nil {
 		return nil, err
 	}
-	if len(a.cfg.Uniques) > 0 {
+	if a.guarded() {
 		return a.writeGuarded(ctx, reps)
 	}
 	return nil, a.writeRuns(ctx, reps)
@@ -404,15 +418,15 @@ func (a *Applier) writeRuns(ctx context.Context, ops []op) error {
 func (a *Applier) writeStmt(verb string, batch []op) (string, []any) {
 	var b strings.Builder
 	b.WriteString(dbconn.Tag + verb + " INTO " + a.cfg.Ghost + " (" + table.QuoteIdents(a.cfg.GhostColumns) + ") VALUES ")
-	row := "(" + placeholders(len(a.cfg.SourceColumns), a.cfg.Charsets) + ")"
+	row := "(" + placeholders(len(a.cfg.SourceColumns), a.cfg.Charsets, a.cfg.Exprs) + ")"
 	args := make([]any, 0, len(batch)*len(a.cfg.SourceColumns))
 	for i, o := range batch {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteString(row)
-		for _, c := range a.cfg.SourceColumns {
-			args = append(args, o.image[c])
+		for j, c := range a.cfg.SourceColumns {
+			args = appendArg(args, o.image[c], a.cfg.Exprs, j)
 		}
 	}
 	return b.String(), args
@@ -422,30 +436,44 @@ func (a *Applier) deleteStmt(batch []op) (string, []any) {
 	var b strings.Builder
 	k := len(a.cfg.KeySource)
 	b.WriteString(dbconn.Tag + "DELETE FROM " + a.cfg.Ghost + " WHERE (" + table.QuoteIdents(a.cfg.KeyGhost) + ") IN (")
-	tuple := "(" + placeholders(k, a.cfg.KeyCharsets) + ")"
+	tuple := "(" + placeholders(k, a.cfg.KeyCharsets, a.cfg.KeyExprs) + ")"
 	args := make([]any, 0, len(batch)*k)
 	for i, o := range batch {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteString(tuple)
-		for _, c := range a.cfg.KeySource {
-			args = append(args, o.image[c])
+		for j, c := range a.cfg.KeySource {
+			args = appendArg(args, o.image[c], a.cfg.KeyExprs, j)
 		}
 	}
 	b.WriteByte(')')
 	return b.String(), args
 }
 
-// placeholders renders n comma-separated placeholders, converted from the
-// charsets given.
-func placeholders(n int, charsets []string) string {
+// appendArg appends column j's value v once per placeholder of its template.
+func appendArg(args []any, v any, exprs []string, j int) []any {
+	n := 1
+	if j < len(exprs) && exprs[j] != "" {
+		n = strings.Count(exprs[j], "?")
+	}
+	for range n {
+		args = append(args, v)
+	}
+	return args
+}
+
+// placeholders renders n comma-separated placeholders: a column's template
+// when it has one, else converted from the charsets given.
+func placeholders(n int, charsets, exprs []string) string {
 	var b strings.Builder
 	for i := 0; i < n; i++ {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		if i < len(charsets) && charsets[i] != "" {
+		if i < len(exprs) && exprs[i] != "" {
+			b.WriteString(exprs[i])
+		} else if i < len(charsets) && charsets[i] != "" {
 			b.WriteString("CONVERT(? USING " + charsets[i] + ")")
 		} else {
 			b.WriteByte('?')

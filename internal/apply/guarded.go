@@ -16,6 +16,17 @@ import (
 // over a column the applier does not write: a new column or a generated one).
 var ErrUnresolvable = errors.New("a row cannot be written to the new table")
 
+// guarded reports whether a unique key of the ghost is not enforced by the
+// source: then a REPLACE could delete a row for good.
+func (a *Applier) guarded() bool {
+	for _, u := range a.cfg.Uniques {
+		if !u.Enforced {
+			return true
+		}
+	}
+	return false
+}
+
 // writeGuarded writes rows of tables with Uniques: per statement, a
 // transaction deletes the rows' own keys and INSERTs them, so that a
 // conflict under another unique key is an error (1062) instead of a silent
@@ -28,28 +39,32 @@ func (a *Applier) writeGuarded(ctx context.Context, ops []op) ([]op, error) {
 		n := a.batchLen(ops)
 		batch := ops[:n]
 		ops = ops[n:]
-		dup, err := a.deleteInsert(ctx, batch)
+		c, err := a.bisect(ctx, batch)
+		conflicts = append(conflicts, c...)
 		if err != nil {
 			return conflicts, err
 		}
-		if !dup {
-			continue
-		}
-		if len(batch) == 1 {
-			conflicts = append(conflicts, batch[0])
-			continue
-		}
-		for i := range batch {
-			dup, err := a.deleteInsert(ctx, batch[i:i+1])
-			if err != nil {
-				return conflicts, err
-			}
-			if dup {
-				conflicts = append(conflicts, batch[i])
-			}
-		}
 	}
 	return conflicts, nil
+}
+
+// bisect writes batch; if it meets a duplicate, it writes each half the
+// same way, down to the single rows that conflict, which it returns.
+func (a *Applier) bisect(ctx context.Context, batch []op) ([]op, error) {
+	dup, err := a.deleteInsert(ctx, batch)
+	if err != nil || !dup {
+		return nil, err
+	}
+	if len(batch) == 1 {
+		return batch, nil
+	}
+	h := len(batch) / 2
+	c1, err := a.bisect(ctx, batch[:h])
+	if err != nil {
+		return c1, err
+	}
+	c2, err := a.bisect(ctx, batch[h:])
+	return append(c1, c2...), err
 }
 
 // deleteInsert writes batch in one transaction; dup reports (after a
@@ -129,7 +144,10 @@ func (a *Applier) writeDisplacing(ctx context.Context, o op) error {
 	a.stmtCount.Add(2)
 	a.rowsOut.Add(1)
 	for _, d := range displaced {
-		a.cfg.Logger.Warn("applier: a row took another row's unique value; the other row is removed until it is restored or proven a duplicate",
+		if d.enforced {
+			continue // as REPLACE would: the row's own later event rewrites it
+		}
+		a.cfg.Logger.Debug("applier: a row took another row's unique value; the other row is removed until it is restored or proven a duplicate",
 			"key", d.Key, "removed", d.Row, "by", d.By)
 		if a.cfg.Displaced != nil {
 			a.cfg.Displaced(d)
@@ -147,37 +165,12 @@ func (a *Applier) removeConflicts(ctx context.Context, tx *sql.Tx, o op) ([]Disp
 		if !ok {
 			continue
 		}
-		q := dbconn.Tag + "SELECT " + table.QuoteIdents(a.cfg.KeyGhost) + ", " + a.renderGhostExpr() +
-			" FROM " + a.cfg.Ghost + " WHERE " + where + " FOR UPDATE"
-		rows, err := tx.QueryContext(ctx, q, args...)
+		found, err := a.findConflicts(ctx, tx, u, where, args, o)
 		if err != nil {
 			return nil, err
 		}
-		var found []Displacement
-		for rows.Next() {
-			vals := make([]sql.RawBytes, len(a.cfg.KeyGhost)+1)
-			ptrs := make([]any, len(vals))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			key := make([]any, len(a.cfg.KeyGhost))
-			for i := range key {
-				key[i] = append([]byte(nil), vals[i]...)
-			}
-			found = append(found, Displacement{Key: u.Name, GhostKey: key, Row: string(vals[len(vals)-1]), By: a.render(o.image)})
-		}
-		if err := rows.Close(); err != nil {
-			return nil, err
-		}
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
 		for _, d := range found {
-			q := dbconn.Tag + "DELETE FROM " + a.cfg.Ghost + " WHERE (" + table.QuoteIdents(a.cfg.KeyGhost) + ") = (" + placeholders(len(d.GhostKey), nil) + ")"
+			q := dbconn.Tag + "DELETE FROM " + a.cfg.Ghost + " WHERE (" + table.QuoteIdents(a.cfg.KeyGhost) + ") = (" + placeholders(len(d.GhostKey), nil, nil) + ")"
 			if _, err := tx.ExecContext(ctx, q, d.GhostKey...); err != nil {
 				return nil, err
 			}
@@ -185,6 +178,34 @@ func (a *Applier) removeConflicts(ctx context.Context, tx *sql.Tx, o op) ([]Disp
 		out = append(out, found...)
 	}
 	return out, nil
+}
+
+// findConflicts reads (FOR UPDATE) the ghost rows matching where under u.
+func (a *Applier) findConflicts(ctx context.Context, tx *sql.Tx, u Unique, where string, args []any, o op) ([]Displacement, error) {
+	q := dbconn.Tag + "SELECT " + table.QuoteIdents(a.cfg.KeyGhost) + ", " + a.renderGhostExpr() +
+		" FROM " + a.cfg.Ghost + " WHERE " + where + " FOR UPDATE"
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var found []Displacement
+	for rows.Next() {
+		vals := make([]sql.RawBytes, len(a.cfg.KeyGhost)+1)
+		ptrs := make([]any, len(vals))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		key := make([]any, len(a.cfg.KeyGhost))
+		for i := range key {
+			key[i] = append([]byte(nil), vals[i]...)
+		}
+		found = append(found, Displacement{Key: u.Name, GhostKey: key, Row: string(vals[len(vals)-1]), By: a.render(o.image), enforced: u.Enforced})
+	}
+	return found, rows.Err()
 }
 
 // uniqueWhere renders "unique key columns = o's values"; ok is false when
@@ -198,11 +219,13 @@ func (a *Applier) uniqueWhere(u Unique, image []any) (string, []any, bool) {
 			return "", nil, false
 		}
 		ph := "?"
-		if i < len(a.cfg.Charsets) && a.cfg.Charsets[i] != "" {
+		if i < len(a.cfg.Exprs) && a.cfg.Exprs[i] != "" {
+			ph = a.cfg.Exprs[i]
+		} else if i < len(a.cfg.Charsets) && a.cfg.Charsets[i] != "" {
 			ph = "CONVERT(? USING " + a.cfg.Charsets[i] + ")"
 		}
 		conds = append(conds, table.QuoteIdent(c)+" = "+ph)
-		args = append(args, image[a.cfg.SourceColumns[i]])
+		args = appendArg(args, image[a.cfg.SourceColumns[i]], a.cfg.Exprs, i)
 	}
 	return strings.Join(conds, " AND "), args, true
 }

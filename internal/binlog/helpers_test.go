@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -19,7 +18,7 @@ import (
 	"github.com/recast-osc/recast/internal/testutil"
 )
 
-func TestMain(m *testing.M) { os.Exit(testutil.Main(m, 0)) }
+func TestMain(m *testing.M) { os.Exit(testutil.NoLeaks(testutil.Main(m, 0))) }
 
 var serverIDs atomic.Uint32
 
@@ -146,6 +145,7 @@ type proxy struct {
 	mu      sync.Mutex
 	conns   []net.Conn
 	hung    bool
+	closed  bool      // the test is over: hung pipes stop waiting
 	replace [2][]byte // server-to-client: old -> new (same length)
 	cutAt   []byte    // server-to-client: forward up to the end of this, then break every connection (once)
 }
@@ -160,6 +160,9 @@ func newProxy(t *testing.T, target string) *proxy {
 	go p.accept()
 	t.Cleanup(func() {
 		ln.Close()
+		p.mu.Lock()
+		p.closed = true
+		p.mu.Unlock()
 		p.breakAll()
 	})
 	return p
@@ -199,10 +202,14 @@ func (p *proxy) pipe(dst, src net.Conn, fromServer bool) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			for p.hung {
+			for p.hung && !p.closed {
 				p.mu.Unlock()
 				time.Sleep(10 * time.Millisecond)
 				p.mu.Lock()
+			}
+			if p.closed {
+				p.mu.Unlock()
+				return
 			}
 			old, repl := p.replace[0], p.replace[1]
 			cut := p.cutAt
@@ -227,10 +234,7 @@ func (p *proxy) pipe(dst, src net.Conn, fromServer bool) {
 				return
 			}
 		}
-		if err != nil {
-			if err != io.EOF {
-				dst.Close()
-			}
+		if err != nil { // EOF or broken: pass it on
 			dst.Close()
 			return
 		}

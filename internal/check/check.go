@@ -236,20 +236,7 @@ func (in *Input) loadServer(ctx context.Context) error {
 		if scope == "SESSION" {
 			m = in.Session
 		}
-		// One connection: session values are recast's own (with --set-vars).
-		rows, err := in.DB.QueryContext(ctx, "SHOW "+scope+" VARIABLES WHERE Variable_name IN ('"+strings.Join(serverVars, "','")+"')")
-		if err != nil {
-			return fmt.Errorf("read server variables: %w", err)
-		}
-		for rows.Next() {
-			var k, v string
-			if err := rows.Scan(&k, &v); err != nil {
-				rows.Close()
-				return fmt.Errorf("read server variables: %w", err)
-			}
-			m[strings.ToLower(k)] = v
-		}
-		if err := rows.Close(); err != nil {
+		if err := in.loadVars(ctx, scope, m); err != nil {
 			return fmt.Errorf("read server variables: %w", err)
 		}
 	}
@@ -261,6 +248,24 @@ func (in *Input) loadServer(ctx context.Context) error {
 	return nil
 }
 
+// loadVars reads the scope's values of serverVars into m.
+func (in *Input) loadVars(ctx context.Context, scope string, m map[string]string) error {
+	// One connection: session values are recast's own (with --set-vars).
+	rows, err := in.DB.QueryContext(ctx, "SHOW "+scope+" VARIABLES WHERE Variable_name IN ('"+strings.Join(serverVars, "','")+"')")
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return err
+		}
+		m[strings.ToLower(k)] = v
+	}
+	return rows.Err()
+}
+
 // discard closes a connection for good instead of returning it to the pool
 // (its session holds state: a lock, a temporary table).
 func discard(c *sql.Conn) {
@@ -270,9 +275,9 @@ func discard(c *sql.Conn) {
 
 // quoteString renders s as an SQL string literal for messages.
 func quoteString(s string) string {
-	const max = 64
-	if len(s) > max {
-		s = s[:max] + "…"
+	const maxLen = 64
+	if len(s) > maxLen {
+		s = s[:maxLen] + "…"
 	}
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\n", `\n`, "\r", `\r`, "\x00", `\0`).Replace(s) + "'"
 }

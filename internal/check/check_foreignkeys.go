@@ -61,10 +61,10 @@ func foreignKeys(ctx context.Context, in *Input) (children, parents []string, er
 	if err != nil {
 		return nil, nil, fmt.Errorf("read information_schema.REFERENTIAL_CONSTRAINTS: %w", err)
 	}
+	defer rows.Close()
 	for rows.Next() {
 		var cs, cn, tn, rs, rt string
 		if err := rows.Scan(&cs, &cn, &tn, &rs, &rt); err != nil {
-			rows.Close()
 			return nil, nil, err
 		}
 		if cs == in.Database && tn == in.Table {
@@ -74,8 +74,8 @@ func foreignKeys(ctx context.Context, in *Input) (children, parents []string, er
 			add(&children, fmt.Sprintf("%s of %s", table.QuoteIdent(cn), table.QuoteIdent(cs)+"."+table.QuoteIdent(tn)))
 		}
 	}
-	if err := rows.Close(); err != nil {
-		return nil, nil, err
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("read information_schema.REFERENTIAL_CONSTRAINTS: %w", err)
 	}
 	// InnoDB names tables "db/table" (plain names are stored as they are).
 	if plainName.MatchString(in.Database) && plainName.MatchString(in.Table) {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/recast-osc/recast/internal/dbconn"
@@ -128,7 +129,9 @@ func uniqueKeys(ctx context.Context, conn *sql.Conn, quoted string) ([]UniqueKey
 		}
 		prefix := 0
 		if sp := get("Sub_part"); sp.Valid {
-			fmt.Sscan(sp.String, &prefix)
+			if prefix, err = strconv.Atoi(sp.String); err != nil {
+				return nil, fmt.Errorf("index %s: Sub_part %q: %w", key, sp.String, err)
+			}
 		}
 		out[i].Columns = append(out[i].Columns, get("Column_name").String)
 		out[i].Prefix = append(out[i].Prefix, prefix)

@@ -28,12 +28,12 @@ func checkPrivileges(ctx context.Context, in *Input) error {
 	if err != nil {
 		return fmt.Errorf("SHOW GRANTS: %w", err)
 	}
+	defer rows.Close()
 	var gs []grant
 	roles := false
 	for rows.Next() {
 		var line string
 		if err := rows.Scan(&line); err != nil {
-			rows.Close()
 			return fmt.Errorf("SHOW GRANTS: %w", err)
 		}
 		if g, ok := parseGrant(line); ok {
@@ -41,7 +41,7 @@ func checkPrivileges(ctx context.Context, in *Input) error {
 			gs = append(gs, g)
 		}
 	}
-	if err := rows.Close(); err != nil {
+	if err := rows.Err(); err != nil {
 		return fmt.Errorf("SHOW GRANTS: %w", err)
 	}
 	missGlobal, missSchema := missingPrivileges(gs, in.Database)

@@ -9,8 +9,6 @@ import (
 
 // reservedVars are session variables recast sets itself and relies on.
 var reservedVars = map[string]string{
-	"time_zone":                "TIMESTAMP values cross the binlog in UTC; recast's sessions must run with time_zone='+00:00'",
-	"sql_mode":                 "recast's strict sql_mode is what turns a value the new column cannot hold into an error instead of silent truncation",
 	"tx_isolation":             "recast's copy runs in READ COMMITTED so that its locking reads take no gap locks",
 	"transaction_isolation":    "recast's copy runs in READ COMMITTED so that its locking reads take no gap locks",
 	"sql_log_bin":              "recast's writes must reach the binlog, or replicas would never get the new table's rows",

@@ -55,8 +55,7 @@ func parseGrant(line string) (g grant, ok bool) {
 
 // canonicalPriv maps MariaDB's names to the names recast asks for.
 func canonicalPriv(p string) string {
-	switch p {
-	case "BINLOG MONITOR": // MariaDB 10.5+ shows REPLICATION CLIENT so
+	if p == "BINLOG MONITOR" { // MariaDB 10.5+ shows REPLICATION CLIENT so
 		return "REPLICATION CLIENT"
 	}
 	return p

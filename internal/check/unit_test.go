@@ -151,8 +151,6 @@ func TestSetVarsReserved(t *testing.T) {
 		vars     map[string]string
 		keywords []string
 	}{
-		{map[string]string{"time_zone": "'+01:00'"}, []string{"sets time_zone", "UTC"}},
-		{map[string]string{"sql_mode": "''"}, []string{"sets sql_mode", "strict"}},
 		{map[string]string{"sql_log_bin": "0"}, []string{"sets sql_log_bin", "replicas"}},
 		{map[string]string{"binlog_format": "STATEMENT"}, []string{"binlog_format=STATEMENT", "needs binlog_format=ROW"}},
 		{map[string]string{"binlog_row_image": "'minimal'"}, []string{"needs binlog_row_image=FULL"}},
@@ -162,6 +160,13 @@ func TestSetVarsReserved(t *testing.T) {
 	}
 	if err := checkSetVars(context.Background(), &Input{Conn: dbconn.Config{SetVars: map[string]string{"binlog_format": "row"}}}); err != nil {
 		t.Errorf("binlog_format=row refused: %v", err)
+	}
+	// sql_mode and time_zone are the semantics of the migration (the
+	// server's globals unless set): the user may choose them.
+	for _, v := range []map[string]string{{"time_zone": "'+01:00'"}, {"sql_mode": "'TRADITIONAL'"}} {
+		if err := checkSetVars(context.Background(), &Input{Conn: dbconn.Config{SetVars: v}}); err != nil {
+			t.Errorf("%v refused: %v", v, err)
+		}
 	}
 }
 

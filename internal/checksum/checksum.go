@@ -36,6 +36,9 @@ type Config struct {
 	// Columns compared: source and ghost names, same order.
 	SourceColumns []string
 	GhostColumns  []string
+	// SourceExprs, if set, are the copy's SELECT expressions per source
+	// column ("" for the plain column), which a repair re-copies with.
+	SourceExprs []string
 	// Identifying key: source and ghost names, key order; KeyIndex on the source.
 	KeySource []string
 	KeyGhost  []string
@@ -170,7 +173,13 @@ func (c *checker) buildExprs() {
 		sc := c.cfg.Source.Columns[c.cfg.Source.ColumnIndex(s)]
 		gc := c.cfg.Ghost.Columns[c.cfg.Ghost.ColumnIndex(g)]
 		if !comparable(sc, gc) {
-			c.skipped = append(c.skipped, s)
+			se, ge, ok := convertedExprs(s, g, sc, gc)
+			if !ok {
+				c.skipped = append(c.skipped, s)
+				continue
+			}
+			src = append(src, se, "ISNULL("+table.QuoteIdent(s)+")")
+			gh = append(gh, ge, "ISNULL("+table.QuoteIdent(g)+")")
 			continue
 		}
 		if sc.ColumnType == gc.ColumnType && sc.Collation == gc.Collation {
@@ -202,6 +211,103 @@ func textExpr(name string, c table.Column) string {
 		return "CAST(" + q + " AS UNSIGNED)"
 	}
 	return q
+}
+
+// convertedExprs returns the texts that compare a column whose type changed:
+// the new column's value against the server's own conversion of the old
+// value to the new type (a CAST that converts as storing into that type
+// does), both rendered under the same session. ok is false for the
+// conversions no CAST reproduces (those columns are left out and reported).
+func convertedExprs(sname, gname string, s, g table.Column) (se, ge string, ok bool) {
+	sq, gq := table.QuoteIdent(sname), table.QuoteIdent(gname)
+	cast := func(to string) (string, string, bool) {
+		return "CAST(" + sq + " AS " + to + ")", gq, true
+	}
+	numeric := func(t string) bool {
+		switch t {
+		case "tinyint", "smallint", "mediumint", "int", "bigint", "decimal", "float", "double", "year", "bit":
+			return true
+		}
+		return false
+	}
+	temporal := func(t string) bool {
+		switch t {
+		case "date", "datetime", "timestamp", "time":
+			return true
+		}
+		return false
+	}
+	args := func(ct string) string {
+		_, rest, _ := strings.Cut(ct, "(")
+		a, _, _ := strings.Cut(rest, ")")
+		return a
+	}
+	fsp := func(c table.Column) string {
+		if a := args(c.ColumnType); a != "" {
+			return "(" + a + ")"
+		}
+		return ""
+	}
+	switch g.DataType {
+	case "tinyint", "smallint", "mediumint", "int", "bigint":
+		if !numeric(s.DataType) && !temporal(s.DataType) && s.DataType != "enum" && s.DataType != "set" {
+			return "", "", false
+		}
+		if g.Unsigned {
+			return cast("UNSIGNED")
+		}
+		return cast("SIGNED")
+	case "decimal":
+		if !numeric(s.DataType) && !temporal(s.DataType) {
+			return "", "", false
+		}
+		return cast("DECIMAL(" + args(g.ColumnType) + ")")
+	case "double", "float":
+		if !numeric(s.DataType) {
+			return "", "", false
+		}
+		return cast(strings.ToUpper(g.DataType))
+	case "date":
+		if !temporal(s.DataType) {
+			return "", "", false
+		}
+		return cast("DATE")
+	case "datetime", "timestamp":
+		if !temporal(s.DataType) || s.DataType == "time" {
+			return "", "", false
+		}
+		return cast("DATETIME" + fsp(g))
+	case "time":
+		if !temporal(s.DataType) {
+			return "", "", false
+		}
+		return cast("TIME" + fsp(g))
+	case "bit":
+		if !numeric(s.DataType) {
+			return "", "", false
+		}
+		return "CAST(" + sq + " AS UNSIGNED)", "CAST(" + gq + " AS UNSIGNED)", true
+	}
+	if g.Charset == "" || g.DataType == "enum" || g.DataType == "set" {
+		if (g.DataType == "enum" || g.DataType == "set") && s.Charset != "" {
+			return "CONVERT(" + sq + " USING utf8mb4)", "CONVERT(" + gq + " USING utf8mb4)", true
+		}
+		return "", "", false
+	}
+	// A character column: the text the server stores for the old value.
+	switch {
+	case s.Charset != "":
+		se = "CONVERT(" + sq + " USING utf8mb4)"
+	case s.DataType == "float":
+		se = "CONVERT(CONCAT(" + sq + ") USING utf8mb4)" // FLOAT's own digits, as ALTER stores them
+	case s.DataType == "bit":
+		se = "CAST(CAST(" + sq + " AS UNSIGNED) AS CHAR CHARACTER SET utf8mb4)"
+	case numeric(s.DataType) || temporal(s.DataType):
+		se = "CAST(" + sq + " AS CHAR CHARACTER SET utf8mb4)"
+	default:
+		return "", "", false
+	}
+	return se, "CONVERT(" + gq + " USING utf8mb4)", true
 }
 
 // comparable reports whether the text of a value is the same in both column types.
@@ -387,8 +493,15 @@ func (c *checker) repair(ctx context.Context, ch chunk) error {
 			return err
 		}
 		all := c.allPairs()
+		sel := make([]string, len(all.source))
+		for i, col := range all.source {
+			sel[i] = table.QuoteIdent(col)
+			if i < len(c.cfg.SourceExprs) && c.cfg.SourceExprs[i] != "" {
+				sel[i] = c.cfg.SourceExprs[i]
+			}
+		}
 		if _, err := tx.ExecContext(ctx, dbconn.Tag+"INSERT IGNORE INTO "+c.cfg.Ghost.QuotedName()+" ("+table.QuoteIdents(all.ghost)+") SELECT "+
-			table.QuoteIdents(all.source)+" FROM "+c.cfg.Source.QuotedName()+" WHERE "+swhere+" LOCK IN SHARE MODE", sargs...); err != nil {
+			strings.Join(sel, ", ")+" FROM "+c.cfg.Source.QuotedName()+" WHERE "+swhere+" LOCK IN SHARE MODE", sargs...); err != nil {
 			return err
 		}
 		return tx.Commit()

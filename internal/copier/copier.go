@@ -28,6 +28,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,11 +47,15 @@ type Config struct {
 	Ghost         string   // quoted ghost name
 	SourceColumns []string // columns read from the source
 	GhostColumns  []string // columns written in the ghost, same order
-	KeyColumns    []string // identifying key of the source, key order
-	KeyIndex      string   // name of the index holding KeyColumns
-	ChunkTime     time.Duration
-	MinChunk      int
-	MaxChunk      int
+	// SourceExprs, if set, are the SELECT expressions per source column
+	// ("" for the plain column): a conversion the server's ALTER makes
+	// differently from INSERT ... SELECT of the plain column.
+	SourceExprs []string
+	KeyColumns  []string // identifying key of the source, key order
+	KeyIndex    string   // name of the index holding KeyColumns
+	ChunkTime   time.Duration
+	MinChunk    int
+	MaxChunk    int
 	// Threads is the number of chunks copied at once.
 	Threads int
 	// Start resumes the copy after this key (nil: from the first row).
@@ -336,7 +342,7 @@ func (c *Copier) copyChunk(ctx context.Context, lo, hi []any) (int64, error) {
 	k := c.cfg.KeyColumns
 	where, args := table.RangeWhere(k, lo, hi)
 	q := dbconn.Tag + "INSERT IGNORE INTO " + c.cfg.Ghost + " (" + table.QuoteIdents(c.cfg.GhostColumns) + ") SELECT " +
-		table.QuoteIdents(c.cfg.SourceColumns) + " FROM " + c.cfg.Source.QuotedName() +
+		c.selectList() + " FROM " + c.cfg.Source.QuotedName() +
 		" FORCE INDEX (" + table.QuoteIdent(c.cfg.KeyIndex) + ") WHERE " + where +
 		" LOCK IN SHARE MODE"
 	var rows int64
@@ -351,8 +357,11 @@ func (c *Copier) copyChunk(ctx context.Context, lo, hi []any) (int64, error) {
 			return err
 		}
 		rows, _ = res.RowsAffected()
-		return checkWarnings(ctx, conn, lo)
+		return c.checkWarnings(ctx, conn, lo, hi)
 	})
+	if errors.Is(err, ErrDataChange) {
+		return 0, err // names the row already
+	}
 	if err != nil {
 		return 0, fmt.Errorf("copy chunk after %v: %w", lo, err)
 	}
@@ -368,9 +377,24 @@ func (c *Copier) copyChunk(ctx context.Context, lo, hi []any) (int64, error) {
 // (truncation, invalid value): the ALTER would lose data.
 var ErrDataChange = errors.New("the ALTER would change or lose data")
 
-// checkWarnings fails on any warning other than duplicate-key (which INSERT
-// IGNORE produces for rows the applier has already written).
-func checkWarnings(ctx context.Context, conn *sql.Conn, lo []any) error {
+// warning is one row of SHOW WARNINGS.
+type warning struct {
+	level string
+	code  int
+	msg   string
+}
+
+// atRow finds "at row N" in a warning's message: the 1-based position of the
+// offending row among the rows the statement read.
+var atRow = regexp.MustCompile(`at row ([0-9]+)`)
+
+// checkWarnings examines every warning of the chunk just copied (counted
+// first, then all read: the sessions keep up to dbconn.MaxErrorCount). It
+// accepts duplicate-key warnings (INSERT IGNORE meets rows the applier has
+// already written) and notes (what the server's own ALTER also does without
+// complaint, e.g. rounding a DECIMAL to a smaller scale); any other warning
+// fails the chunk, naming the key of the row it is about.
+func (c *Copier) checkWarnings(ctx context.Context, conn *sql.Conn, lo, hi []any) error {
 	var n int
 	if err := conn.QueryRowContext(ctx, "SELECT @@warning_count").Scan(&n); err != nil {
 		return err
@@ -378,23 +402,85 @@ func checkWarnings(ctx context.Context, conn *sql.Conn, lo []any) error {
 	if n == 0 {
 		return nil
 	}
-	rs, err := conn.QueryContext(ctx, "SHOW WARNINGS LIMIT 10")
+	rs, err := conn.QueryContext(ctx, "SHOW WARNINGS")
 	if err != nil {
 		return err
 	}
-	defer rs.Close()
+	var ws []warning
 	for rs.Next() {
-		var level, msg string
-		var code int
-		if err := rs.Scan(&level, &code, &msg); err != nil {
+		var w warning
+		if err := rs.Scan(&w.level, &w.code, &w.msg); err != nil {
+			rs.Close()
 			return err
 		}
-		if code == dbconn.ErDupEntry {
+		ws = append(ws, w)
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return err
+	}
+	var bad *warning
+	for i := range ws {
+		if ws[i].code == dbconn.ErDupEntry || strings.EqualFold(ws[i].level, "Note") {
 			continue
 		}
-		return fmt.Errorf("%w: copying the chunk after key %v raised %s %d: %s; fix the data or the ALTER", ErrDataChange, lo, level, code, msg)
+		bad = &ws[i]
+		break
 	}
-	return rs.Err()
+	if bad == nil && len(ws) < n {
+		return fmt.Errorf("%w: copying the chunk after key %v raised %d warnings, of which the server kept only %d (max_error_count): lower --max-chunk-rows so that every warning can be examined", ErrDataChange, lo, n, len(ws))
+	}
+	if bad == nil {
+		return nil
+	}
+	where := fmt.Sprintf("the chunk after key %v", lo)
+	if m := atRow.FindStringSubmatch(bad.msg); m != nil {
+		if row, err := strconv.Atoi(m[1]); err == nil && row > 0 {
+			if key, err := c.keyAt(ctx, lo, hi, row); err == nil && key != nil {
+				where = fmt.Sprintf("the row with key (%s) = %s", strings.Join(c.cfg.KeyColumns, ", "), formatKey(key))
+			}
+		}
+	}
+	return fmt.Errorf("%w: copying %s raised %s %d: %s; fix the data or the ALTER", ErrDataChange, where, bad.level, bad.code, bad.msg)
+}
+
+// keyAt returns the key of the row-th row (1-based) of the chunk (lo, hi] in
+// key order, the order the chunk's INSERT ... SELECT reads it in.
+func (c *Copier) keyAt(ctx context.Context, lo, hi []any, row int) ([]any, error) {
+	k := c.cfg.KeyColumns
+	order := strings.Join(quoteAll(k), ", ")
+	where, args := table.RangeWhere(k, lo, hi)
+	q := dbconn.Tag + "SELECT " + order + " FROM " + c.cfg.Source.QuotedName() + " FORCE INDEX (" + table.QuoteIdent(c.cfg.KeyIndex) + ") WHERE " + where +
+		" ORDER BY " + order + fmt.Sprintf(" LIMIT 1 OFFSET %d", row-1)
+	return c.scanKey(ctx, q, args...)
+}
+
+func formatKey(key []any) string {
+	parts := make([]string, len(key))
+	for i, v := range key {
+		switch v := v.(type) {
+		case []byte:
+			parts[i] = fmt.Sprintf("0x%X", v)
+		default:
+			parts[i] = fmt.Sprintf("'%v'", v)
+		}
+	}
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// selectList renders the columns read from the source.
+func (c *Copier) selectList() string {
+	out := make([]string, len(c.cfg.SourceColumns))
+	for i, col := range c.cfg.SourceColumns {
+		out[i] = table.QuoteIdent(col)
+		if i < len(c.cfg.SourceExprs) && c.cfg.SourceExprs[i] != "" {
+			out[i] = c.cfg.SourceExprs[i]
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func (c *Copier) scanKey(ctx context.Context, q string, args ...any) ([]any, error) {

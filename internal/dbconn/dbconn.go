@@ -37,7 +37,19 @@ type Config struct {
 	// Server is the server's flavor (Probe fills it in; Open probes when it
 	// is unset). It picks the server's name of session variables.
 	Server flavor.Server
+	// SQLMode and TimeZone, when set, replace recast's defaults (strict mode,
+	// UTC) with these values (unquoted, e.g. "STRICT_TRANS_TABLES,..." and
+	// "+05:00"): a migration runs its DDL and conversions under the server's
+	// own settings (Semantics). NO_AUTO_VALUE_ON_ZERO is always added to the
+	// mode, so that a copied row keeps its AUTO_INCREMENT value 0. They win
+	// over SetVars' sql_mode and time_zone.
+	SQLMode  string
+	TimeZone string
 }
+
+// MaxErrorCount is the max_error_count of recast's sessions: the most
+// warnings the server keeps for one statement.
+const MaxErrorCount = 65535
 
 // Tag is a comment on every statement recast sends, so that processlist
 // readers (and recast's own blocker detection) can tell recast's sessions apart.
@@ -79,8 +91,17 @@ func (c Config) DSN() string {
 	if c.Server.Major > 0 {
 		cfg.Params[c.Server.IsolationVar()] = "'READ-COMMITTED'"
 	}
+	// Every warning of a statement is kept, so that a copy chunk's can all
+	// be examined (the default keeps 64).
+	cfg.Params["max_error_count"] = strconv.Itoa(MaxErrorCount)
 	for k, v := range c.SetVars {
 		cfg.Params[k] = v
+	}
+	if c.SQLMode != "" {
+		cfg.Params["sql_mode"] = QuoteString(WithMode(c.SQLMode, "NO_AUTO_VALUE_ON_ZERO"))
+	}
+	if c.TimeZone != "" {
+		cfg.Params["time_zone"] = QuoteString(c.TimeZone)
 	}
 	return cfg.FormatDSN()
 }

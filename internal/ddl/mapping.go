@@ -111,8 +111,80 @@ func SharedKey(source, ghost *table.Table, pairs []ColumnPair) (src, gh []string
 			}
 		}
 	}
+	// Widening (gh-ost's shared-uk): an old unique key whose columns are
+	// part of a new unique key, e.g. PRIMARY KEY (id) -> (id, i). The old
+	// key chunks the copy; the applier identifies rows by the new key
+	// (ApplyKey), which is unique in the old table too (it contains a
+	// unique key).
+	for _, k := range source.IdentifyingKeys() {
+		src, gh = src[:0], gh[:0]
+		for _, c := range k.Columns {
+			g, ok := toGhost[strings.ToLower(c)]
+			if !ok {
+				break
+			}
+			src = append(src, source.Columns[source.ColumnIndex(c)].Name)
+			gh = append(gh, g)
+		}
+		if len(gh) != len(k.Columns) {
+			continue
+		}
+		if as, _ := ApplyKey(source, ghost, pairs, src, gh); as != nil {
+			return src, gh, nil
+		}
+	}
 	return nil, nil, newErr(errNoSharedKeyCause,
 		"add one first (with a plain ALTER TABLE), or change the ALTER so that the new table keeps a unique key of the old one")
+}
+
+// ApplyKey returns the key that identifies rows in the new table for the
+// shared key (src, gh) that SharedKey picked: (src, gh) itself when the new
+// table has it as a unique key, else the new table's smallest identifying
+// key that contains gh and whose columns all come from old columns
+// (widening), as old and new names. nil: none.
+func ApplyKey(source, ghost *table.Table, pairs []ColumnPair, src, gh []string) (asrc, agh []string) {
+	toSource := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		toSource[strings.ToLower(p.Ghost)] = p.Source
+	}
+	for _, gk := range ghost.IdentifyingKeys() {
+		if sameSet(gk.Columns, gh) {
+			return src, gh
+		}
+	}
+	for _, gk := range ghost.IdentifyingKeys() {
+		if !subset(gh, gk.Columns) || (agh != nil && len(gk.Columns) >= len(agh)) {
+			continue
+		}
+		var s, g []string
+		for _, c := range gk.Columns {
+			sc, ok := toSource[strings.ToLower(c)]
+			if !ok {
+				s = nil
+				break
+			}
+			s = append(s, source.Columns[source.ColumnIndex(sc)].Name)
+			g = append(g, ghost.Columns[ghost.ColumnIndex(c)].Name)
+		}
+		if s != nil {
+			asrc, agh = s, g
+		}
+	}
+	return asrc, agh
+}
+
+// subset reports whether every name of a is in b, case-insensitively.
+func subset(a, b []string) bool {
+	in := make(map[string]bool, len(b))
+	for _, s := range b {
+		in[strings.ToLower(s)] = true
+	}
+	for _, s := range a {
+		if !in[strings.ToLower(s)] {
+			return false
+		}
+	}
+	return true
 }
 
 // sameSet reports whether a and b hold the same names, case-insensitively.

@@ -16,7 +16,7 @@ import (
 	"github.com/recast-osc/recast/internal/testutil"
 )
 
-func TestMain(m *testing.M) { os.Exit(testutil.Main(m, 0)) }
+func TestMain(m *testing.M) { os.Exit(testutil.NoLeaks(testutil.Main(m, 0))) }
 
 func TestReferences(t *testing.T) {
 	f := &Finder{cfg: Config{Schema: "shop", Table: "orders"}}

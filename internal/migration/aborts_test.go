@@ -138,18 +138,11 @@ func TestAbortOnPurgedBinlog(t *testing.T) {
 		old := currentBinlog(t, f.db)
 		p.refuseBinlog(true) // go-mysql's reconnections fail until the purge is done
 		defer p.refuseBinlog(false)
-		rows, err := f.db.Query("SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND = 'Binlog Dump' AND USER = ?", sb.User)
+		ids, err := queryIDs(f.db, "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND = 'Binlog Dump' AND USER = ?", sb.User)
 		if err != nil {
 			t.Error(err)
 			return
 		}
-		var ids []int64
-		for rows.Next() {
-			var id int64
-			rows.Scan(&id)
-			ids = append(ids, id)
-		}
-		rows.Close()
 		if len(ids) == 0 {
 			t.Error("found no binlog connection of recast")
 		}
@@ -160,7 +153,8 @@ func TestAbortOnPurgedBinlog(t *testing.T) {
 		for _, id := range ids {
 			for range 1000 {
 				var n int
-				if f.db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n); n == 0 {
+				err := f.db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n)
+				if err == nil && n == 0 {
 					break
 				}
 				time.Sleep(5 * time.Millisecond)
@@ -217,6 +211,9 @@ func binlogExists(t *testing.T, db *sql.DB, file string) bool {
 			return true
 		}
 	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 	return false
 }
 
@@ -264,12 +261,12 @@ type testProxy struct {
 	conns    []net.Conn
 }
 
-func newTestProxy(t *testing.T, target string, old, new []byte) *testProxy {
+func newTestProxy(t *testing.T, target string, old, repl []byte) *testProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &testProxy{ln: ln, old: old, new: new}
+	p := &testProxy{ln: ln, old: old, new: repl}
 	t.Cleanup(func() {
 		ln.Close()
 		p.mu.Lock()

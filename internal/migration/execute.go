@@ -75,6 +75,9 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := m.checkNewAutoIncrement(ctx, plan); err != nil { // autoinc.go
+		return err
+	}
 	res.Plan = plan
 	o.Pause(ctx, "ghost-created")
 	startPos := state.Pos()
@@ -92,6 +95,12 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 	applyConn := o.Conn
 	applyConn.MaxOpen = o.ApplyThreads + 2
 	applyConn.SetVars = m.applierVars(ctx)
+	// The applier writes binlog images: TIMESTAMPs rendered in UTC, so its
+	// sessions run in UTC and the columns whose conversion depends on the
+	// zone carry an expression (applyExprs); strict, so a value the copy
+	// would refuse with a warning fails the applier too.
+	applyConn.TimeZone = "+00:00"
+	applyConn.SQLMode = dbconn.WithMode(m.sem.SQLMode, "STRICT_ALL_TABLES")
 	applyDB, err := dbconn.Open(ctx, applyConn)
 	if err != nil {
 		return err
@@ -107,7 +116,7 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 	ctl := m.control() // control.go: throttle, status, settings changed at run time
 	cp, err := copier.New(m.db, copier.Config{
 		Source: m.source, Ghost: ghostQ,
-		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan),
+		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan), SourceExprs: plan.CopyExprs,
 		KeyColumns: plan.KeySource, KeyIndex: plan.KeyIndex,
 		ChunkTime: o.ChunkTime, MaxChunk: o.MaxChunkRows, Threads: o.Threads, Logger: o.Logger, Throttle: ctl.throttleWait,
 		AfterChunk: func(ctx context.Context, lo, hi []any) error { return ver.Missing(ctx, m.db, lo, hi) },
@@ -183,7 +192,7 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 		ctl.setPhase(status.PhaseChecksum)
 		cs, err := checksum.Run(runCtx, m.db, checksum.Config{
 			Source: m.source, Ghost: plan.Ghost,
-			SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan),
+			SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan), SourceExprs: plan.CopyExprs,
 			KeySource: plan.KeySource, KeyGhost: plan.KeyGhost, KeyIndex: plan.KeyIndex,
 			Align: pump.align, Pause: o.Pause, Logger: o.Logger,
 		})
@@ -207,12 +216,15 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 
 	// Phase: cut-over.
 	ctl.setPhase(status.PhaseCutOver)
+	if err := m.carryAutoIncrement(runCtx, nil); err != nil { // autoinc.go; again under the lock
+		return fail(err)
+	}
 	cres, err := m.cutOver(runCtx, cutover.Config{ // instant.go: postponement, blocker policy
 		Schema: o.Database, Table: o.Table, Ghost: GhostName(o.Table), Old: OldName(o.Table),
 		LockWaitTimeout: o.CutOverLockTimeout, Attempts: o.CutOverAttempts,
 		WaitApplied: ap.WaitApplied, Armed: pump.arm, Disarmed: pump.disarm,
 		BeforeAttempt: func(ctx context.Context) error { return m.keepVerified(ctx, ver, 2*time.Second) },
-		UnderLock:     chainUnderLock(m.verifyUnderLock(ver)),
+		UnderLock:     chainUnderLock(m.verifyUnderLock(ver), m.carryAutoIncrement), // autoinc.go
 		DropOld:       o.DropOldTable, Logger: o.Logger,
 		Pause: func(ctx context.Context, point string) { o.Pause(ctx, "cutover:"+point) },
 	})
@@ -254,15 +266,16 @@ func (m *migrator) newApplier(db *sql.DB, plan *Plan, ver *verify.Verifier) (*ap
 	}
 	var keyIdx []int
 	var keyCharsets []string
-	for i, k := range plan.KeySource {
+	for i, k := range plan.ApplyKeySource {
 		keyIdx = append(keyIdx, m.source.ColumnIndex(k))
-		keyCharsets = append(keyCharsets, convertFrom(m.source, plan.Ghost, k, plan.KeyGhost[i]))
+		keyCharsets = append(keyCharsets, convertFrom(m.source, plan.Ghost, k, plan.ApplyKeyGhost[i]))
 	}
 	return apply.New(db, apply.Config{
 		Ghost:         table.QuoteIdent(m.opts.Database) + "." + table.QuoteIdent(GhostName(m.opts.Table)),
 		SourceColumns: srcIdx, GhostColumns: ghostCols,
-		KeySource: keyIdx, KeyGhost: plan.KeyGhost,
+		KeySource: keyIdx, KeyGhost: plan.ApplyKeyGhost,
 		Charsets: charsets, KeyCharsets: keyCharsets,
+		Exprs: plan.Exprs, KeyExprs: plan.KeyExprs,
 		Ordered: plan.Ordered, Workers: m.opts.ApplyThreads, Logger: m.opts.Logger,
 		Uniques: ghostUniques(plan), Displaced: ver.Displaced, Written: ver.Written,
 	})

@@ -13,7 +13,11 @@ import (
 	"github.com/recast-osc/recast/internal/testutil"
 )
 
-func TestMain(m *testing.M) { os.Exit(testutil.Main(m, 1)) }
+func TestMain(m *testing.M) {
+	code := testutil.NoLeaks(testutil.Main(m, 1))
+	removeRecastBinary()
+	os.Exit(code)
+}
 
 // testOptions returns options for migrating schema.tbl on the test server.
 func testOptions(t testing.TB, schema, tbl, alter string) Options {

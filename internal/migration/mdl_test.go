@@ -201,9 +201,7 @@ func startProbe(t *testing.T, schema string) *probe {
 			start := time.Now()
 			rows, err := stmt.Query()
 			if err == nil {
-				for rows.Next() {
-				}
-				err = errors.Join(rows.Err(), rows.Close())
+				err = drain(rows)
 			}
 			if d := int64(time.Since(start)); d > p.maxWait.Load() {
 				p.maxWait.Store(d)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,15 +20,23 @@ import (
 
 // Plan is what the migration will do; the dry run prints it.
 type Plan struct {
-	Method      string // "copy", "instant" or "nocopy" (instant.go)
-	Source      *table.Table
-	Ghost       *table.Table
-	Analysis    *ddl.Analysis
-	Pairs       []ddl.ColumnPair
-	KeySource   []string
-	KeyGhost    []string
-	KeyIndex    string
-	Ordered     bool // the key is collation-sensitive: one applier worker
+	Method    string // "copy", "instant" or "nocopy" (instant.go)
+	Source    *table.Table
+	Ghost     *table.Table
+	Analysis  *ddl.Analysis
+	Pairs     []ddl.ColumnPair
+	KeySource []string
+	KeyGhost  []string
+	// ApplyKeySource and ApplyKeyGhost identify rows for the applier: the
+	// key above, or the new table's unique key that widens it (ddl.ApplyKey).
+	ApplyKeySource, ApplyKeyGhost []string
+	KeyIndex                      string
+	Ordered                       bool // the key is collation-sensitive: one applier worker
+	// Exprs and KeyExprs are the applier's write templates per pair and per
+	// key column (convert.go); nil: plain values.
+	Exprs, KeyExprs []string
+	// CopyExprs are the copy's SELECT expressions per pair (convert.go).
+	CopyExprs   []string
 	GhostName   string
 	OldName     string
 	RowEstimate int64
@@ -81,9 +90,21 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The server's semantics, not recast's: the ghost's DDL, the checks and
+	// every conversion run under the server's global sql_mode and time_zone
+	// (or the user's --set-vars), as the server's own ALTER would.
+	sem, err := dbconn.ReadSemantics(ctx, db, opts.Conn)
+	_ = db.Close()
+	if err != nil {
+		return nil, err
+	}
+	opts.Conn.SQLMode, opts.Conn.TimeZone = sem.SQLMode, sem.TimeZone
+	if db, err = dbconn.Open(ctx, opts.Conn); err != nil {
+		return nil, err
+	}
 	defer db.Close()
 
-	m := &migrator{opts: opts, db: db, log: opts.Logger}
+	m := &migrator{opts: opts, db: db, log: opts.Logger, sem: sem}
 	defer m.release()
 	if opts.Resume && opts.Execute {
 		// A run killed after its swap: the table is already the new one, so
@@ -130,6 +151,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 
 type migrator struct {
 	opts   Options
+	sem    dbconn.Semantics // the server's sql_mode and time_zone (or --set-vars')
 	db     *sql.DB
 	log    interface{ Info(string, ...any) }
 	source *table.Table
@@ -209,7 +231,11 @@ func (m *migrator) planDry(ctx context.Context) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.plan(gt)
+	p, err := m.plan(gt)
+	if err != nil {
+		return nil, err
+	}
+	return p, m.checkNewAutoIncrement(ctx, p)
 }
 
 // plan maps the columns and picks the key, given the ghost's definition.
@@ -236,11 +262,30 @@ func (m *migrator) plan(ghost *table.Table) (*Plan, error) {
 	if p.KeyIndex == "" {
 		return nil, fmt.Errorf("internal: no index holds the key (%s)", strings.Join(ks, ", "))
 	}
-	for _, k := range ks {
+	if m.sem.DST {
+		// Key values travel as text in the server's zone: a TIMESTAMP of the
+		// hour repeated when clocks go back reads the same as another, and a
+		// chunk boundary could skip rows.
+		for _, k := range ks {
+			if m.source.Columns[m.source.ColumnIndex(k)].DataType == "timestamp" {
+				return nil, fmt.Errorf("refused: the copy key includes TIMESTAMP column %s and the time zone %s has daylight-saving changes, so key values are ambiguous in it; fix: run with --set-vars time_zone='+00:00' (changes no stored TIMESTAMP; only conversions between TIMESTAMP and other types would then use UTC)",
+					table.QuoteIdent(k), m.sem.TimeZone)
+			}
+		}
+	}
+	p.ApplyKeySource, p.ApplyKeyGhost = ddl.ApplyKey(m.source, ghost, pairs, ks, kg)
+	if p.ApplyKeySource == nil {
+		return nil, fmt.Errorf("internal: no key identifies rows in the new table (%s)", strings.Join(kg, ", "))
+	}
+	for _, k := range append(slices.Clone(ks), p.ApplyKeySource...) {
 		if m.source.Columns[m.source.ColumnIndex(k)].CollationSensitive() {
 			p.Ordered = true
 		}
 	}
+	if p.Exprs, p.KeyExprs, err = m.convExprs(p); err != nil {
+		return nil, err
+	}
+	p.CopyExprs = m.copyExprs(p)
 	return p, nil
 }
 

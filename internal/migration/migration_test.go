@@ -28,6 +28,9 @@ func tableNames(t *testing.T, db *sql.DB, schema string) []string {
 		}
 		out = append(out, n)
 	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 	sort.Strings(out)
 	return out
 }
@@ -84,6 +87,9 @@ func TestDryRunChangesNothing(t *testing.T) {
 		if strings.Contains(info, schema) {
 			t.Errorf("dry run wrote to the binlog: %s %s", typ, info)
 		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 

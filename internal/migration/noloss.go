@@ -19,12 +19,46 @@ import (
 func ghostUniques(p *Plan) []apply.Unique {
 	var out []apply.Unique
 	for _, ix := range p.Ghost.Indexes {
-		if !ix.Unique || slices.Equal(ix.Columns, p.KeyGhost) {
+		if !ix.Enforced || (ix.Unique && (slices.Equal(ix.Columns, p.KeyGhost) || slices.Equal(ix.Columns, p.ApplyKeyGhost))) {
 			continue
 		}
-		out = append(out, apply.Unique{Name: ix.Name, Columns: ix.Columns})
+		out = append(out, apply.Unique{Name: ix.Name, Columns: ix.Columns, Enforced: ix.Unique && enforcedBySource(p, ix.Columns)})
 	}
 	return out
+}
+
+// enforcedBySource reports whether a unique key of the source (over whole
+// columns) has all its columns among the ghost columns cols, each copied
+// unchanged (same type, collation and nullability): then the source cannot
+// hold two rows equal under cols either.
+func enforcedBySource(p *Plan, cols []string) bool {
+	ghostOf := map[string]string{}
+	for _, pr := range p.Pairs {
+		ghostOf[pr.Source] = pr.Ghost
+	}
+	for _, s := range p.Source.Indexes {
+		if !s.Unique {
+			continue
+		}
+		ok := true
+		for _, sc := range s.Columns {
+			gc, mapped := ghostOf[sc]
+			si, gi := p.Source.ColumnIndex(sc), p.Ghost.ColumnIndex(gc)
+			if !mapped || !slices.Contains(cols, gc) || si < 0 || gi < 0 {
+				ok = false
+				break
+			}
+			a, b := p.Source.Columns[si], p.Ghost.Columns[gi]
+			if a.ColumnType != b.ColumnType || a.Collation != b.Collation || a.Nullable != b.Nullable {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 // newVerifier returns the verifier that keeps the ghost proven equal to the

@@ -131,11 +131,13 @@ func (t *Terminal) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.bar != "" {
-		io.WriteString(t.w, "\r\x1b[K")
+		if _, err := io.WriteString(t.w, "\r\x1b[K"); err != nil {
+			return 0, err
+		}
 	}
 	n, err := t.w.Write(p)
-	if t.bar != "" {
-		io.WriteString(t.w, t.bar)
+	if err == nil && t.bar != "" {
+		_, err = io.WriteString(t.w, t.bar)
 	}
 	return n, err
 }
@@ -147,6 +149,6 @@ func (t *Terminal) SetBar(bar string) {
 	if bar == t.bar {
 		return
 	}
-	io.WriteString(t.w, "\r\x1b[K"+bar)
+	_, _ = io.WriteString(t.w, "\r\x1b[K"+bar) // cosmetic: Write reports a broken terminal
 	t.bar = bar
 }

@@ -248,18 +248,11 @@ func TestThrottleMaxLoad(t *testing.T) {
 		go func() { defer wg.Done(); loadDB.Exec(tag + "SELECT SLEEP(30)") }()
 	}
 	kill := func() {
-		rows, err := db.Query("SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE ?", tag+"%")
+		ids, err := queryIDs(db, "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE ?", tag+"%")
 		if err != nil {
 			t.Error(err)
 			return
 		}
-		var ids []int64
-		for rows.Next() {
-			var id int64
-			rows.Scan(&id)
-			ids = append(ids, id)
-		}
-		rows.Close()
 		for _, id := range ids {
 			db.Exec(fmt.Sprintf("KILL QUERY %d", id))
 		}
@@ -590,9 +583,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Error("the page does not show the throttle reason")
 	}
 
-	artifacts := os.Getenv("RECAST_ARTIFACTS")
+	artifacts := os.Getenv("RECAST_ARTIFACTS") // kept only where asked: nothing is left in the temp dir
 	if artifacts == "" {
-		artifacts = filepath.Join(os.TempDir(), "recast-artifacts")
+		artifacts = t.TempDir()
 	}
 	if err := os.MkdirAll(artifacts, 0o755); err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ func NewClient(addr string) *Client {
 // Status returns GET /status.
 func (c *Client) Status(ctx context.Context) (Snapshot, error) {
 	var s Snapshot
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+"/status", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+"/status", http.NoBody)
 	if err != nil {
 		return s, err
 	}
@@ -42,7 +42,12 @@ func (c *Client) Status(ctx context.Context) (Snapshot, error) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return s, fmt.Errorf("%s: %s: %s", c.Base, resp.Status, strings.TrimSpace(string(b)))
 	}
-	return s, json.NewDecoder(resp.Body).Decode(&s)
+	// Decode first: the order in which "return s, f(&s)" evaluates s and
+	// the call is unspecified.
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		return s, fmt.Errorf("%s: read the status: %w", c.Base, err)
+	}
+	return s, nil
 }
 
 // Post calls a POST endpoint (pause, resume, cutover, abort, set) with form

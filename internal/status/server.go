@@ -40,7 +40,7 @@ func Handler(c Controller, log *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
-		w.Write(page)
+		_, _ = w.Write(page) // an error means the client went away
 	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Status()) })
 	mux.HandleFunc("GET /history", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.History()) })
@@ -111,7 +111,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	enc.Encode(v)
+	_ = enc.Encode(v) // the values encode; an error means the client went away
 }
 
 // localOnly refuses requests whose Host is a name other than localhost

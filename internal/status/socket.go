@@ -2,6 +2,7 @@ package status
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -50,7 +51,10 @@ func ListenSocket(path string, c Controller, log *slog.Logger) (*SocketServer, e
 		if fi.Mode()&os.ModeSocket == 0 {
 			return nil, fmt.Errorf("--serve-socket-file %s: exists and is not a socket", path)
 		}
-		if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		conn, err := (&net.Dialer{}).DialContext(ctx, "unix", path)
+		cancel()
+		if err == nil {
 			conn.Close()
 			return nil, fmt.Errorf("--serve-socket-file %s: another process serves it", path)
 		}
@@ -80,7 +84,9 @@ func (s *SocketServer) serve() {
 		go func() {
 			defer s.wg.Done()
 			defer conn.Close()
-			conn.SetDeadline(time.Now().Add(30 * time.Second))
+			if err := conn.SetDeadline(time.Now().Add(30 * time.Second)); err != nil {
+				return
+			}
 			sc := bufio.NewScanner(conn)
 			for sc.Scan() {
 				line := strings.TrimSpace(sc.Text())
@@ -89,7 +95,10 @@ func (s *SocketServer) serve() {
 				}
 				out := s.Command(line)
 				s.log.Info("socket command", "command", line)
-				io.WriteString(conn, out)
+				if _, err := io.WriteString(conn, out); err != nil {
+					s.log.Debug("socket: reply not sent", "err", err)
+					return
+				}
 			}
 		}()
 	}

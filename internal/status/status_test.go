@@ -190,7 +190,7 @@ func TestHTTPEndpoints(t *testing.T) {
 	if code, _ := get(t, base+"/pause"); code != http.StatusMethodNotAllowed {
 		t.Fatalf("GET /pause: %d", code)
 	}
-	req, _ := http.NewRequest("GET", base+"/status", nil)
+	req, _ := http.NewRequest("GET", base+"/status", http.NoBody)
 	req.Host = "evil.example:80"
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {

@@ -21,23 +21,28 @@ type Querier interface {
 
 // Column is one column of a table, in ordinal order.
 type Column struct {
-	Name       string
-	DataType   string // lower case: int, varchar, enum, ...
-	ColumnType string // full type: "int(10) unsigned", "enum('a','b')"
-	Nullable   bool
-	Unsigned   bool
-	Charset    string // empty for non-character columns
-	Collation  string
-	Generated  bool     // VIRTUAL or STORED generated column: never written
-	Virtual    bool     // VIRTUAL generated column: MariaDB 11.x leaves it out of FULL row images
-	Elements   []string // ENUM / SET members in declaration order
+	Name          string
+	DataType      string // lower case: int, varchar, enum, ...
+	ColumnType    string // full type: "int(10) unsigned", "enum('a','b')"
+	Nullable      bool
+	Unsigned      bool
+	Charset       string // empty for non-character columns
+	Collation     string
+	Generated     bool     // VIRTUAL or STORED generated column: never written
+	Virtual       bool     // VIRTUAL generated column: MariaDB 11.x leaves it out of FULL row images
+	AutoIncrement bool     // the table's AUTO_INCREMENT column
+	Elements      []string // ENUM / SET members in declaration order
 }
 
 // Index is one index; Columns are in key order.
 type Index struct {
-	Name    string
-	Unique  bool
-	Columns []string
+	Name string
+	// Unique: a unique index over whole columns (one that can identify rows).
+	Unique bool
+	// Enforced: the server enforces uniqueness (Unique, or a unique index
+	// over column prefixes: it rejects duplicates without identifying rows).
+	Enforced bool
+	Columns  []string
 }
 
 // Table is a table's definition as the server reports it.
@@ -126,6 +131,7 @@ func (t *Table) loadColumns(ctx context.Context, q Querier) error {
 		extra = strings.ToUpper(extra)
 		c.Generated = strings.Contains(extra, "GENERATED")
 		c.Virtual = c.Generated && strings.Contains(extra, "VIRTUAL")
+		c.AutoIncrement = strings.Contains(extra, "AUTO_INCREMENT")
 		if c.DataType == "enum" || c.DataType == "set" {
 			c.Elements = parseElements(c.ColumnType)
 		}
@@ -171,7 +177,8 @@ func (t *Table) loadIndexes(ctx context.Context, q Querier) error {
 		if !ok {
 			i = len(t.Indexes)
 			byName[name] = i
-			t.Indexes = append(t.Indexes, Index{Name: name, Unique: get("Non_unique").String == "0"})
+			u := get("Non_unique").String == "0"
+			t.Indexes = append(t.Indexes, Index{Name: name, Unique: u, Enforced: u})
 		}
 		if get("Sub_part").Valid {
 			partial[name] = true // a prefix index cannot identify rows

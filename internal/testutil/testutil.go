@@ -16,6 +16,10 @@
 //	                    flavors missing from the cache are fetched first, and
 //	                    when that fails every test of the binary fails
 //
+// With -short (go test -short) no sandbox is started: only the tests that
+// need no server run, and those that call Sandbox (or NewSchema, DB, ...)
+// are skipped.
+//
 // Sandboxes of test binaries that died without cleaning up (e.g. killed by
 // go test's -timeout) are stopped and removed by the next Main.
 package testutil
@@ -28,6 +32,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -70,6 +75,12 @@ var (
 // tests, stops the sandbox and removes its dir. It returns the exit code for
 // os.Exit.
 func Main(m *testing.M, replicas int) int {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Short() {
+		return m.Run()
+	}
 	level := slog.LevelWarn
 	if os.Getenv("RECAST_TEST_LOG") == "1" {
 		level = slog.LevelInfo
@@ -107,7 +118,10 @@ func Main(m *testing.M, replicas int) int {
 	// their own process groups) still clean up.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	defer func() {
+		signal.Stop(sigs)
+		close(sigs) // ends the goroutine below (nothing is sent after Stop)
+	}()
 	go func() {
 		if sig, ok := <-sigs; ok {
 			fmt.Fprintf(os.Stderr, "testutil: %v: stopping sandbox\n", sig)
@@ -304,6 +318,9 @@ func Server(t testing.TB) flavor.Server {
 func Sandbox(t testing.TB) *sandbox.Sandbox {
 	t.Helper()
 	if current == nil {
+		if testing.Short() {
+			t.Skip("testutil: needs a MariaDB sandbox, not started under -short")
+		}
 		t.Fatal("testutil: no sandbox; call testutil.Main from TestMain: func TestMain(m *testing.M) { os.Exit(testutil.Main(m, 1)) }")
 	}
 	return current

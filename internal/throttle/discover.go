@@ -45,7 +45,7 @@ func DiscoverReplicas(ctx context.Context, db *sql.DB, primaryHost string, prima
 	}
 	ips, perr := dumpThreadHosts(ctx, db)
 	if perr != nil {
-		return nil, fmt.Errorf("find replicas: SHOW SLAVE HOSTS: %v; processlist: %w", herr, perr)
+		return nil, fmt.Errorf("find replicas: SHOW SLAVE HOSTS: %w; processlist: %w", herr, perr)
 	}
 	seen := map[string]bool{}
 	for _, ip := range ips {

@@ -168,7 +168,7 @@ func TestPauseResumeWait(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cause := errors.New("stop")
 	cancel(cause)
-	if err := th.Wait(ctx); err != cause {
+	if err := th.Wait(ctx); !errors.Is(err, cause) {
 		t.Fatalf("Wait on a cancelled context: %v", err)
 	}
 	if st := th.State(); !st.Paused || st.ThrottledFor <= 0 {

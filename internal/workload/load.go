@@ -40,6 +40,8 @@ type Stats struct {
 	// Reinserts counts transactions that deleted a row and inserted one
 	// whose key equals the deleted key under the collation.
 	Reinserts int64
+	// Bulk counts committed bulk UPDATEs (Config.BulkEvery).
+	Bulk int64
 }
 
 // KeyVariants is the number of committed key changes to an equal-under-
@@ -57,6 +59,9 @@ func (s Stats) String() string {
 		out += fmt.Sprintf(", key variants: case %d, space %d, accent %d, re-inserts %d",
 			s.CaseFlips, s.SpaceFlips, s.AccentFlips, s.Reinserts)
 	}
+	if s.Bulk > 0 {
+		out += fmt.Sprintf(", bulk updates %d", s.Bulk)
+	}
 	if s.FirstOtherError != "" {
 		out += " (first: " + s.FirstOtherError + ")"
 	}
@@ -65,7 +70,7 @@ func (s Stats) String() string {
 
 type counters struct {
 	ops, committed, lockTimeouts, deadlocks, noSuchTable, other atomic.Int64
-	caseFlips, spaceFlips, accentFlips, reinserts               atomic.Int64
+	caseFlips, spaceFlips, accentFlips, reinserts, bulk         atomic.Int64
 	mu                                                          sync.Mutex
 	firstOther                                                  string
 }
@@ -81,6 +86,7 @@ func (c *counters) snapshot() Stats {
 		FirstOtherError: first,
 		CaseFlips:       c.caseFlips.Load(), SpaceFlips: c.spaceFlips.Load(),
 		AccentFlips: c.accentFlips.Load(), Reinserts: c.reinserts.Load(),
+		Bulk: c.bulk.Load(),
 	}
 }
 
@@ -429,6 +435,13 @@ func (wr *writer) op(ctx context.Context) error {
 		return wr.opKeyOnU(ctx)
 	}
 	t := &tx{touched: map[int64]bool{}}
+	if b := wr.l.cfg.BulkEvery; b > 0 && wr.r.IntN(b) == 0 {
+		if err := wr.bulkUpdate(ctx, t); err != nil {
+			return err
+		}
+		wr.apply(t)
+		return nil
+	}
 	p := wr.r.IntN(100)
 	if p < wInsert+wUpdate+wDelete+wPK+wSwap {
 		if p >= wInsert+wUpdate+wDelete+wPK { // swap: two rows, one transaction
@@ -625,6 +638,56 @@ func (wr *writer) update(ctx context.Context, t *tx) error {
 	t.touched[id] = true
 	packed := pack(fs)
 	t.effects = append(t.effects, func() { wr.sh.put(id, packed) })
+	return nil
+}
+
+// bulkUpdate sets one column to one value on up to BulkRows of the rows
+// this writer owns, in one statement.
+func (wr *writer) bulkUpdate(ctx context.Context, t *tx) error {
+	n := wr.l.cfg.BulkRows
+	if n <= 0 {
+		n = 2000
+	}
+	var i int
+	for range 8 {
+		if i = colU + 1 + wr.r.IntN(len(columns)-colU-1); !wr.frozen[i] {
+			break
+		}
+	}
+	if wr.frozen[i] || len(wr.owned.ids) == 0 {
+		return wr.insert(ctx, t)
+	}
+	start := wr.r.IntN(len(wr.owned.ids))
+	var ids []int64
+	for j := 0; j < len(wr.owned.ids) && len(ids) < n; j++ {
+		ids = append(ids, wr.owned.ids[(start+j)%len(wr.owned.ids)])
+	}
+	v := randomValue(wr.r, i)
+	args := []any{v.param}
+	marks := make([]string, len(ids))
+	for j, id := range ids {
+		marks[j] = "?"
+		args = append(args, id)
+	}
+	q := "UPDATE " + wr.table + " SET " + quoteIdent(columns[i].name) + "=? WHERE `id` IN (" + strings.Join(marks, ",") + ")"
+	if _, err := wr.exec(ctx, q, args...); err != nil {
+		return err
+	}
+	wr.l.c.bulk.Add(1)
+	for _, id := range ids {
+		t.touched[id] = true
+	}
+	t.effects = append(t.effects, func() {
+		for _, id := range ids {
+			cur, ok := wr.sh.get(id)
+			if !ok {
+				continue
+			}
+			fs := unpack(cur)
+			fs[i] = field{v: v.canon, null: v.null}
+			wr.sh.put(id, pack(fs))
+		}
+	})
 	return nil
 }
 

@@ -59,6 +59,12 @@ type Config struct {
 	// trailing spaces, accents), alone, in multi-statement transactions, and
 	// next to deletes and re-inserts of the "same" key (see keyonu.go).
 	KeyOnU bool
+	// BulkEvery, when > 0, makes about one op in BulkEvery of each writer a
+	// bulk UPDATE of BulkRows of its rows in one statement (default 2000):
+	// the server logs it as many rows events, so a binlog position between
+	// two of them is a position a reader cannot start from.
+	BulkEvery int
+	BulkRows  int
 }
 
 func (c Config) logger() *slog.Logger {

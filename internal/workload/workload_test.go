@@ -12,7 +12,7 @@ import (
 	"github.com/recast-osc/recast/internal/testutil"
 )
 
-func TestMain(m *testing.M) { os.Exit(testutil.Main(m, 0)) }
+func TestMain(m *testing.M) { os.Exit(testutil.NoLeaks(testutil.Main(m, 0))) }
 
 func TestLoadAndVerify(t *testing.T) {
 	for _, clientPrepared := range []bool{false, true} {

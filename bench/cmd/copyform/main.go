@@ -202,20 +202,8 @@ func copyChunk(ctx context.Context, db *sql.DB, src, dst, form string, a, b int6
 		if err != nil {
 			return 0, err
 		}
-		var args []any
-		n := 0
-		for rows.Next() {
-			var id, k int64
-			var c, pad []byte
-			if err := rows.Scan(&id, &k, &c, &pad); err != nil {
-				rows.Close()
-				return 0, err
-			}
-			args = append(args, id, k, c, pad)
-			n++
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		args, n, err := readChunk(rows) // closes rows: the write below runs on the same transaction
+		if err != nil {
 			return 0, err
 		}
 		if form == "mvcc-write" { // the read ends here: no lock is held into the write
@@ -295,4 +283,20 @@ func list(xs []float64) string {
 		p = append(p, fmt.Sprintf("%.2f", x))
 	}
 	return strings.Join(p, ", ")
+}
+
+// readChunk reads the rows of a chunk (id, k, c, pad) as the arguments of a
+// multi-row INSERT, and closes rows.
+func readChunk(rows *sql.Rows) (args []any, n int, err error) {
+	defer rows.Close()
+	for rows.Next() {
+		var id, k int64
+		var c, pad []byte
+		if err := rows.Scan(&id, &k, &c, &pad); err != nil {
+			return nil, 0, err
+		}
+		args = append(args, id, k, c, pad)
+		n++
+	}
+	return args, n, rows.Err()
 }

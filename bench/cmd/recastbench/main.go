@@ -225,6 +225,9 @@ func secondsBehindMaster(ctx context.Context, db *sql.DB) (string, error) {
 		return "", err
 	}
 	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return "", err
+		}
 		return "", errors.New("not a replica")
 	}
 	vals := make([]sql.RawBytes, len(cols))
@@ -266,17 +269,21 @@ func execCmd(args []string) int {
 		fmt.Fprint(os.Stderr, usage)
 		return 2
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
+	// Not CommandContext: the child is stopped with SIGTERM (timeout, signal)
+	// below so that it can clean up, never killed by a context.
+	cmd := exec.Command(argv[0], argv[1:]...) //nolint:noctx // see above
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "recastbench exec: %v\n", err)
-		writeKV(*out, map[string]string{
+		if err := writeKV(*out, map[string]string{
 			"start_ms": strconv.FormatInt(start.UnixMilli(), 10), "end_ms": strconv.FormatInt(start.UnixMilli(), 10),
 			"wall_s": "0", "exit_code": "127", "error": oneLine(err),
-		})
+		}); err != nil {
+			fmt.Fprintf(os.Stderr, "recastbench exec: %v\n", err)
+		}
 		return 127
 	}
 	pid := cmd.Process.Pid

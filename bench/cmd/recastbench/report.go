@@ -475,13 +475,13 @@ func render(dir string, runs []*runResult, notes string) string {
 		if in > 0 {
 			ratio = f2(ap / in)
 		}
-		bytes := strconv.FormatInt(rc.backlogBytesMax, 10)
+		backlogBytes := strconv.FormatInt(rc.backlogBytesMax, 10)
 		if rc.backlogBytesMax < 0 {
-			bytes = "≥ 1 binlog file"
+			backlogBytes = "≥ 1 binlog file"
 		} else if rc.backlogBytesMax >= 1<<20 {
-			bytes = f1(float64(rc.backlogBytesMax)/(1<<20)) + " MiB"
+			backlogBytes = f1(float64(rc.backlogBytesMax)/(1<<20)) + " MiB"
 		} else if rc.backlogBytesMax >= 1<<10 {
-			bytes = f0(float64(rc.backlogBytesMax)/(1<<10)) + " KiB"
+			backlogBytes = f0(float64(rc.backlogBytesMax)/(1<<10)) + " KiB"
 		}
 		co := "–"
 		if rc.summary != "" {
@@ -504,7 +504,7 @@ func render(dir string, runs []*runResult, notes string) string {
 			sb = f0(4 * r.durTPS)
 		}
 		p("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %d, %s | %s | %d, %d | %s | %s | %s |\n", r.load, r.tool, r.rep, f1(r.wall),
-			orDash(strings.Join(ph, ", ")), f0(mean(rc.copyRates)), f0(in), f0(ap), ratio, sb, rc.backlogMax, bytes, thr,
+			orDash(strings.Join(ph, ", ")), f0(mean(rc.copyRates)), f0(in), f0(ap), ratio, sb, rc.backlogMax, backlogBytes, thr,
 			rc.changes, rc.wrote, co, f0(r.rssMiB), f1(r.cpuS))
 	}
 	p("\n")

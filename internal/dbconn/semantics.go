@@ -1,0 +1,79 @@
+package dbconn
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+)
+
+// Semantics are the session settings under which the server's own ALTER
+// TABLE would run and convert values: the server's global sql_mode and
+// time_zone, or those the user set with --set-vars.
+type Semantics struct {
+	SQLMode  string // as the server expands it, e.g. "STRICT_TRANS_TABLES,NO_ZERO_DATE"
+	TimeZone string // e.g. "SYSTEM", "+05:00", "Europe/Paris"
+	// UTC: the zone renders every instant as UTC does (no conversion
+	// between TIMESTAMP and local time changes a value).
+	UTC bool
+	// DST: the zone's offset differs between winter and summer, so some
+	// local times are ambiguous (the repeated hour) or missing.
+	DST bool
+}
+
+// ReadSemantics reads the settings a migration must adopt: a session of db
+// (whose DSN carries c's SetVars) reports the user's sql_mode and time_zone
+// when --set-vars names them, else the server's globals are taken.
+func ReadSemantics(ctx context.Context, db *sql.DB, c Config) (Semantics, error) {
+	var s Semantics
+	var gMode, gZone, sMode, sZone string
+	err := db.QueryRowContext(ctx, Tag+"SELECT @@GLOBAL.sql_mode, @@GLOBAL.time_zone, @@SESSION.sql_mode, @@SESSION.time_zone").
+		Scan(&gMode, &gZone, &sMode, &sZone)
+	if err != nil {
+		return s, fmt.Errorf("read the server's sql_mode and time_zone: %w", err)
+	}
+	s.SQLMode, s.TimeZone = gMode, gZone
+	if _, ok := c.SetVars["sql_mode"]; ok {
+		s.SQLMode = sMode
+	}
+	if _, ok := c.SetVars["time_zone"]; ok {
+		s.TimeZone = sZone
+	}
+	// Two instants, winter and summer: a zone equal to UTC at both has no
+	// offset (and no daylight saving time) worth converting for.
+	var utc, dst sql.NullBool
+	err = db.QueryRowContext(ctx, Tag+`SELECT
+		CONVERT_TZ('2001-01-15 12:00:00', ?, '+00:00') = '2001-01-15 12:00:00' AND CONVERT_TZ('2001-07-15 12:00:00', ?, '+00:00') = '2001-07-15 12:00:00',
+		TIMESTAMPDIFF(SECOND, '2001-01-15 12:00:00', CONVERT_TZ('2001-01-15 12:00:00', ?, '+00:00')) <>
+		TIMESTAMPDIFF(SECOND, '2001-07-15 12:00:00', CONVERT_TZ('2001-07-15 12:00:00', ?, '+00:00'))`,
+		s.TimeZone, s.TimeZone, s.TimeZone, s.TimeZone).Scan(&utc, &dst)
+	if err != nil {
+		return s, fmt.Errorf("read the server's time_zone: %w", err)
+	}
+	s.UTC = utc.Valid && utc.Bool
+	s.DST = dst.Valid && dst.Bool
+	if s.SQLMode == "" {
+		// Empty would mean "recast's default" in Config; recast adds this
+		// flag to every mode anyway.
+		s.SQLMode = "NO_AUTO_VALUE_ON_ZERO"
+	}
+	return s, nil
+}
+
+// WithMode returns the sql_mode list mode plus flag (once).
+func WithMode(mode, flag string) string {
+	for _, f := range strings.Split(mode, ",") {
+		if strings.EqualFold(strings.TrimSpace(f), flag) {
+			return mode
+		}
+	}
+	if strings.TrimSpace(mode) == "" {
+		return flag
+	}
+	return mode + "," + flag
+}
+
+// QuoteString quotes s as a single-quoted SQL string literal.
+func QuoteString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(s) + "'"
+}

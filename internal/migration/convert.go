@@ -1,0 +1,230 @@
+package migration
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/table"
+)
+
+// Conversions the applier must spell out. The copy converts with INSERT ...
+// SELECT under the server's semantics (sql_mode, time_zone), exactly as the
+// server's own ALTER does. The applier writes binlog images as literals, in
+// a UTC session (the binlog renders TIMESTAMPs in UTC), so a conversion that
+// depends on the time zone (a TIMESTAMP read as local time, a local time
+// stored as a TIMESTAMP) is written as an expression that converts in the
+// migration's zone: the row then equals what INSERT ... SELECT writes.
+
+// convExprs returns, per column pair (and per key column), the applier's
+// write template, "" for a plain value, or refuses a conversion the applier
+// cannot make the way the server's ALTER makes it.
+func (m *migrator) convExprs(p *Plan) (exprs, keyExprs []string, err error) {
+	expr := func(src, gh string) (string, error) {
+		sc := m.source.Columns[m.source.ColumnIndex(src)]
+		gi := p.Ghost.ColumnIndex(gh)
+		if gi < 0 {
+			return "", nil
+		}
+		return convExpr(sc, p.Ghost.Columns[gi], m.sem)
+	}
+	used := false
+	for _, pr := range p.Pairs {
+		e, err := expr(pr.Source, pr.Ghost)
+		if err != nil {
+			return nil, nil, err
+		}
+		exprs = append(exprs, e)
+		used = used || e != ""
+	}
+	for i, k := range p.ApplyKeySource {
+		e, err := expr(k, p.ApplyKeyGhost[i])
+		if err != nil {
+			return nil, nil, err
+		}
+		keyExprs = append(keyExprs, e)
+		used = used || e != ""
+	}
+	if !used {
+		return nil, nil, nil
+	}
+	return exprs, keyExprs, nil
+}
+
+// Type families, for deciding how a value converts.
+func isInt(t string) bool {
+	switch t {
+	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint":
+		return true
+	}
+	return false
+}
+
+func isNumeric(t string) bool {
+	return isInt(t) || t == "decimal" || t == "float" || t == "double" || t == "year" || t == "bit"
+}
+
+func isChar(t string) bool {
+	switch t {
+	case "char", "varchar", "tinytext", "text", "mediumtext", "longtext", "binary", "varbinary",
+		"tinyblob", "blob", "mediumblob", "longblob", "json", "enum", "set":
+		return true
+	}
+	return false
+}
+
+// convExpr is one column's template (see convExprs). The binlog image's
+// literal must reach the new column as the server's own field-to-field copy
+// would convert the old column's value:
+//   - FLOAT/DOUBLE: the image is a Go float, interpolated as a decimal
+//     literal: it is made a DOUBLE again (the server rounds a double to an
+//     integer half-to-even, a decimal half-up), and a FLOAT rendered as text
+//     takes FLOAT's 6 significant digits;
+//   - DECIMAL, DATE, TIME, DATETIME images are strings: made their type
+//     again before a numeric or temporal conversion;
+//   - ENUM/SET images are member names: a number is the member's index or
+//     the set's bitmask;
+//   - BIT images are integers: as text they are the column's bytes;
+//   - TIMESTAMP images are UTC: converted in the migration's time zone.
+func convExpr(sc, gc table.Column, sem dbconn.Semantics) (string, error) {
+	st, gt := sc.DataType, gc.DataType
+	if strings.EqualFold(sc.ColumnType, gc.ColumnType) && st != "timestamp" {
+		return "", nil // the same type: charsets aside (Charsets), the value is the value
+	}
+	if st == "timestamp" || gt == "timestamp" {
+		if st == gt {
+			return "", nil
+		}
+		if !sem.UTC {
+			return zoneExpr(sc, gc, sem.TimeZone)
+		}
+		if st == "timestamp" && isNumeric(gt) {
+			return fmt.Sprintf("CAST(? AS DATETIME(%d))", fsp(sc)), nil
+		}
+		return "", nil
+	}
+	switch st {
+	case "float":
+		switch {
+		case gt == "float":
+			return "", nil
+		case isChar(gt):
+			return "CONCAT(CAST(? AS FLOAT))", nil
+		}
+		return "CAST(? AS DOUBLE)", nil
+	case "double":
+		if isChar(gt) {
+			return "", nil
+		}
+		return "CAST(? AS DOUBLE)", nil
+	case "decimal":
+		if gt == "decimal" || isChar(gt) {
+			return "", nil
+		}
+		return "CAST(? AS DECIMAL(" + typeArgs(sc.ColumnType) + "))", nil
+	case "date", "time", "datetime":
+		// Into numbers and into other temporal types (a TIME becomes a
+		// DATETIME of today) the value converts from its own type.
+		if gt == st || isChar(gt) {
+			return "", nil
+		}
+		if st == "date" {
+			return "CAST(? AS DATE)", nil
+		}
+		if st == "time" && (gt == "datetime" || gt == "date") && !sem.UTC {
+			// A TIME becomes a time of today: today in the migration's zone.
+			return fmt.Sprintf("TIMESTAMP(DATE(CONVERT_TZ(UTC_TIMESTAMP(), '+00:00', %s)), CAST(? AS TIME(%d)))", dbconn.QuoteString(sem.TimeZone), fsp(sc)), nil
+		}
+		return fmt.Sprintf("CAST(? AS %s(%d))", strings.ToUpper(st), fsp(sc)), nil
+	case "enum":
+		if !isNumeric(gt) {
+			return "", nil
+		}
+		return "IF(? IS NULL, NULL, FIELD(?, " + members(sc.Elements) + "))", nil
+	case "set":
+		if !isNumeric(gt) {
+			return "", nil
+		}
+		var terms []string
+		for i, e := range sc.Elements {
+			terms = append(terms, fmt.Sprintf("(FIND_IN_SET(%s, ?) > 0) * %d", dbconn.QuoteString(e), uint64(1)<<i))
+		}
+		return "(" + strings.Join(terms, " + ") + ")", nil
+	}
+	return "", nil
+}
+
+// copyExprs returns, per column pair, the copy's SELECT expression where
+// INSERT ... SELECT of the plain column converts differently from the
+// server's ALTER ("" elsewhere; nil when none): a FLOAT stored into a
+// character column is rendered with FLOAT's 6 significant digits by ALTER
+// (and by CONCAT), with a double's 17 by INSERT ... SELECT.
+func (m *migrator) copyExprs(p *Plan) []string {
+	var out []string
+	used := false
+	for _, pr := range p.Pairs {
+		sc := m.source.Columns[m.source.ColumnIndex(pr.Source)]
+		e := ""
+		if gi := p.Ghost.ColumnIndex(pr.Ghost); gi >= 0 && sc.DataType == "float" && isChar(p.Ghost.Columns[gi].DataType) {
+			e = "CONCAT(" + table.QuoteIdent(pr.Source) + ")"
+			used = true
+		}
+		out = append(out, e)
+	}
+	if !used {
+		return nil
+	}
+	return out
+}
+
+func members(es []string) string {
+	q := make([]string, len(es))
+	for i, e := range es {
+		q[i] = dbconn.QuoteString(e)
+	}
+	return strings.Join(q, ", ")
+}
+
+// typeArgs returns what is between the parentheses of a column type
+// ("10,4" of "decimal(10,4) unsigned").
+func typeArgs(ct string) string {
+	_, rest, ok := strings.Cut(ct, "(")
+	if !ok {
+		return "10,0"
+	}
+	args, _, _ := strings.Cut(rest, ")")
+	return args
+}
+
+// zoneExpr is the template of a change to or from TIMESTAMP in a zone other
+// than UTC: the server renders a TIMESTAMP in its zone, and reads a local
+// time into a TIMESTAMP in it.
+func zoneExpr(sc, gc table.Column, zone string) (string, error) {
+	srcTS := sc.DataType == "timestamp"
+	z := dbconn.QuoteString(zone)
+	if srcTS {
+		d := fmt.Sprintf("CAST(? AS DATETIME(%d))", fsp(sc))
+		return "COALESCE(CONVERT_TZ(" + d + ", '+00:00', " + z + "), " + d + ")", nil
+	}
+	switch sc.DataType {
+	case "datetime", "date":
+		d := fmt.Sprintf("CAST(? AS DATETIME(%d))", fsp(sc))
+		return "COALESCE(CONVERT_TZ(" + d + ", " + z + ", '+00:00'), " + d + ")", nil
+	}
+	return "", fmt.Errorf("refused: column %s changes from %s to %s, which the server converts in its time zone (%s) and recast's applier cannot reproduce for a %s; fix: convert it in two steps (to DATETIME first), or run with --set-vars time_zone='+00:00' if UTC is what you want",
+		table.QuoteIdent(sc.Name), sc.ColumnType, gc.ColumnType, zone, sc.DataType)
+}
+
+// fsp is a temporal column's fractional-seconds precision.
+func fsp(c table.Column) int {
+	_, rest, ok := strings.Cut(c.ColumnType, "(")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(strings.Fields(rest)[0], ")"))
+	if err != nil {
+		return 0
+	}
+	return n
+}
