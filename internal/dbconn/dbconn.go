@@ -91,6 +91,11 @@ func (c Config) DSN() string {
 	if c.Server.Major > 0 {
 		cfg.Params[c.Server.IsolationVar()] = "'READ-COMMITTED'"
 	}
+	if c.Server.MySQL() {
+		// MySQL caches information_schema.TABLES statistics (AUTO_INCREMENT
+		// among them) for a day by default: recast reads them live.
+		cfg.Params["information_schema_stats_expiry"] = "0"
+	}
 	// Every warning of a statement is kept, so that a copy chunk's can all
 	// be examined (the default keeps 64).
 	cfg.Params["max_error_count"] = strconv.Itoa(MaxErrorCount)
