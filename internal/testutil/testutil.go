@@ -425,6 +425,8 @@ func open(t testing.TB, sb *sandbox.Sandbox, inst sandbox.Instance, schema strin
 		// MariaDB's default sql_mode, so that the tests' data (zero dates)
 		// is accepted alike; recast's own sessions set their own.
 		params["sql_mode"] = "'STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'"
+		// Live information_schema.TABLES statistics (AUTO_INCREMENT).
+		params["information_schema_stats_expiry"] = "0"
 	}
 	db, err := openDB(sb.DSN(inst, schema), params)
 	if err != nil {
