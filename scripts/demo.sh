@@ -8,7 +8,9 @@
 # 13307) and always stops it again.
 #
 # Environment: ROWS (200000), WRITERS (4), RATE (300 ops/s), PORT (13306),
-# SETTLE (5: seconds of load before and after the migration), ALTER.
+# SETTLE (5: seconds of load before and after the migration), ALTER,
+# FLAVOR (mariadb-10.11, the installed MariaDB; or mariadb-11.8, mysql-9.7,
+# fetched by scripts/fetch-flavor.sh into the flavor cache).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -20,6 +22,7 @@ RATE=${RATE:-300}
 PORT=${PORT:-13306}
 RPORT=$((PORT + 1))
 SETTLE=${SETTLE:-5}
+FLAVOR=${FLAVOR:-mariadb-10.11}
 ALTER=${ALTER:-"ADD COLUMN note VARCHAR(64) NULL, MODIFY i BIGINT NULL, ADD INDEX idx_dtm (dtm)"}
 SB_DIR=.sandbox/demo
 LOG_DIR=.sandbox/demo-logs
@@ -42,6 +45,15 @@ fi
 export PATH="$PATH:/usr/sbin:/usr/local/go/bin"
 command -v go >/dev/null 2>&1 || die "go is not installed (expected in /usr/local/go/bin)"
 MYSQL=$(command -v mariadb || command -v mysql) || die "no mariadb client"
+if [ "$FLAVOR" != mariadb-10.11 ]; then
+	say "fetching $FLAVOR (scripts/fetch-flavor.sh)"
+	FLAVOR_DIR=$(bash scripts/fetch-flavor.sh "$FLAVOR") || die "could not fetch $FLAVOR"
+	MYSQL=$FLAVOR_DIR/bin/mysql # the flavor's own client
+fi
+case "$FLAVOR" in
+mysql-*) GTID_POS="SELECT @@GLOBAL.gtid_executed" GTID_WAIT=WAIT_FOR_EXECUTED_GTID_SET ;;
+*) GTID_POS="SELECT @@GLOBAL.gtid_binlog_pos" GTID_WAIT=MASTER_GTID_WAIT ;;
+esac
 
 sql() { # sql PORT ARGS...: run the client against the sandbox instance on PORT
 	local port=$1
@@ -88,9 +100,9 @@ fi
 rm -rf "$LOG_DIR"
 mkdir -p "$LOG_DIR"
 
-say "starting a sandbox: primary 127.0.0.1:$PORT, replica 127.0.0.1:$RPORT"
+say "starting a $FLAVOR sandbox: primary 127.0.0.1:$PORT, replica 127.0.0.1:$RPORT"
 SANDBOX_UP=1
-bin/recast sandbox up --dir "$SB_DIR" --port "$PORT" --replicas 1
+bin/recast sandbox up --flavor "$FLAVOR" --dir "$SB_DIR" --port "$PORT" --replicas 1
 
 sql "$PORT" -e "CREATE DATABASE $DB"
 
@@ -140,10 +152,10 @@ TAIL_PID=""
 say "comparing the replica (port $RPORT) with the primary (port $PORT)"
 REPL_OK=0
 REPL_MSG=""
-GTID=$(sql "$PORT" -N -B -e "SELECT @@gtid_binlog_pos")
-WAITED=$(sql "$RPORT" -N -B -e "SELECT MASTER_GTID_WAIT('$GTID', 120)" || echo error)
+GTID=$(sql "$PORT" -N -B -e "$GTID_POS" | tr -d '\n')
+WAITED=$(sql "$RPORT" -N -B -e "SELECT $GTID_WAIT('$GTID', 120)" || echo error)
 if [ "$WAITED" != 0 ]; then
-	REPL_MSG="replica did not catch up with $GTID (MASTER_GTID_WAIT: $WAITED)"
+	REPL_MSG="replica did not catch up with $GTID ($GTID_WAIT: $WAITED)"
 else
 	P_SUM=$(sql "$PORT" -N -B -e "CHECKSUM TABLE $DB.$TABLE EXTENDED" | awk '{print $2}')
 	R_SUM=$(sql "$RPORT" -N -B -e "CHECKSUM TABLE $DB.$TABLE EXTENDED" | awk '{print $2}')

@@ -16,7 +16,9 @@ import (
 
 const sandboxUsage = `usage: recast sandbox up|down|status [flags]
 
-Throwaway local MariaDB servers (a primary and replicas) for trying recast.
+Throwaway local servers (a primary and replicas) for trying recast:
+--flavor mariadb-10.11 (the installed MariaDB), mariadb-11.8 or mysql-9.7
+(fetched by scripts/fetch-flavor.sh into the flavor cache when missing).
 
   up      initialise and start the servers, print how to connect
   status  show the servers, whether they run, and replication state
@@ -35,6 +37,7 @@ func sandboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	replicas := flags.Int("replicas", 1, "number of replicas; up only")
 	fast := flags.Bool("fast", false, "trade durability for speed (no flushing, small buffer pool); up only")
 	quiet := flags.Bool("quiet", false, "no progress messages; up only")
+	flavorName := flags.String("flavor", sandbox.DefaultFlavor, "server `flavor`: "+strings.Join(sandbox.Flavors, ", ")+"; up only")
 	flags.Usage = func() {
 		fmt.Fprint(flags.Output(), sandboxUsage)
 		flags.PrintDefaults()
@@ -93,7 +96,7 @@ func sandboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			level = slog.LevelWarn
 		}
 		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-		sb, err := sandbox.Up(ctx, sandbox.Config{Dir: *dir, Port: *port, Replicas: *replicas, Fast: *fast, Logger: log})
+		sb, err := sandbox.Up(ctx, sandbox.Config{Dir: *dir, Port: *port, Replicas: *replicas, Fast: *fast, Flavor: *flavorName, Logger: log})
 		if err != nil {
 			return fail(err)
 		}

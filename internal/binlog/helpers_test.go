@@ -60,7 +60,7 @@ func testConfig(t *testing.T, tb *table.Table, addr string) Config {
 		port, _ = strconv.Atoi(p)
 	}
 	return Config{Host: host, Port: uint16(port), User: sb.User, Password: sb.Password,
-		ServerID: nextServerID(), Table: tb, Logger: testLogger()}
+		ServerID: nextServerID(), Table: tb, MySQL: testutil.Server(t).MySQL(), Logger: testLogger()}
 }
 
 func openStream(t *testing.T, cfg Config, from Position) *Stream {

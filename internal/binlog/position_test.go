@@ -71,9 +71,18 @@ func TestFullImage(t *testing.T) {
 		{[]byte{0xff, 0xff, 0xff}, 17, true},
 	}
 	for _, c := range cases {
-		if got := fullImage(c.bitmap, c.n); got != c.want {
+		if got := fullImage(c.bitmap, make([]column, c.n)); got != c.want {
 			t.Errorf("fullImage(%08b, %d) = %v, want %v", c.bitmap, c.n, got, c.want)
 		}
+	}
+	// A VIRTUAL generated column may be missing (MariaDB 11.x); any other not.
+	cols := make([]column, 8)
+	cols[7].def.Generated, cols[7].def.Virtual = true, true
+	if !fullImage([]byte{0x7f}, cols) {
+		t.Error("fullImage: a missing VIRTUAL column counts as a partial image")
+	}
+	if fullImage([]byte{0xbf}, cols) {
+		t.Error("fullImage: a missing ordinary column goes unnoticed")
 	}
 }
 

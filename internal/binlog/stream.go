@@ -2,7 +2,6 @@ package binlog
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,7 +11,8 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
-	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/recast-osc/recast/internal/flavor"
 
 	"github.com/recast-osc/recast/internal/table"
 )
@@ -42,7 +42,10 @@ var (
 	// ErrRowImage: a rows event of the watched table lacks columns.
 	ErrRowImage = errors.New("rows event without a full row image: the server must run with binlog_row_image=FULL")
 	// ErrCompressed: MariaDB wrote a compressed event.
-	ErrCompressed = errors.New("compressed binlog event: the server must run with log_bin_compress=OFF")
+	ErrCompressed = errors.New("compressed binlog event: the server must run with log_bin_compress=OFF (MariaDB) and binlog_transaction_compression=OFF (MySQL)")
+	// ErrPartialJSON: a MySQL rows event with partial JSON updates (diffs,
+	// not values) for the watched table.
+	ErrPartialJSON = errors.New("partial JSON update event: the server must run with binlog_row_value_options='' (not PARTIAL_JSON)")
 	// ErrSchemaChanged: the binlog's table map does not match Config.Table.
 	ErrSchemaChanged = errors.New("the watched table's definition changed")
 	// ErrStatementDML: a change to the watched table was logged as a statement.
@@ -65,7 +68,9 @@ type Config struct {
 	Password string
 	ServerID uint32       // our replica server id; must differ from every server and replica
 	Table    *table.Table // the watched table (schema, name, column definitions for value normalisation)
-	Logger   *slog.Logger
+	// MySQL: the server is MySQL (go-mysql's MySQL flavor), not MariaDB.
+	MySQL  bool
+	Logger *slog.Logger
 }
 
 // Stream reads the binlog from a position and returns the watched table's
@@ -86,8 +91,14 @@ type Stream struct {
 
 	// XA: MariaDB logs a prepared XA transaction's rows at XA PREPARE, its
 	// outcome (XA COMMIT/ROLLBACK) in a later event group.
-	groupRows  bool            // the current event group had watched rows
-	preparedXA map[string]bool // xid -> its rows touched the watched table
+	groupRows bool // the current event group had watched rows
+	// sinceResume counts the watched rows events delivered since the last
+	// event with a log position, where go-mysql resumes after a reconnect;
+	// skipRows is how many of the rows events sent again after a reconnect
+	// were delivered already (MariaDB 11.4+: events inside a group have no
+	// position, so go-mysql resumes before the group's first rows event).
+	sinceResume, skipRows int
+	preparedXA            map[string]bool // xid -> its rows touched the watched table
 
 	closed    context.Context // done once Close was called
 	markClose context.CancelFunc
@@ -125,7 +136,7 @@ func Open(ctx context.Context, cfg Config, from Position) (*Stream, error) {
 
 	s.syncer = replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID:                cfg.ServerID,
-		Flavor:                  mysql.MariaDBFlavor,
+		Flavor:                  binlogFlavor(cfg.MySQL),
 		Host:                    cfg.Host,
 		Port:                    cfg.Port,
 		User:                    cfg.User,
@@ -241,6 +252,14 @@ func (s *Stream) handle(be *replication.BinlogEvent) (Event, bool, error) {
 		return Event{}, false, fmt.Errorf("%w (%s ending at %s:%d)", ErrCompressed, h.EventType, s.pos.File, h.LogPos)
 	}
 	next, positioned := s.pos, false
+	if h.LogPos > 0 && h.Flags&replication.LOG_EVENT_ARTIFICIAL_F == 0 {
+		s.sinceResume = 0 // go-mysql would resume after this event
+	}
+	if _, ok := be.Event.(*replication.RotateEvent); ok && h.Flags&replication.LOG_EVENT_ARTIFICIAL_F != 0 && s.inGroup {
+		// A reconnect inside a group: the server sends again every event
+		// after go-mysql's resume point.
+		s.skipRows = s.sinceResume
+	}
 	if ev, ok := be.Event.(*replication.RotateEvent); ok {
 		next, positioned = Position{File: string(ev.NextLogName), Offset: uint32(ev.Position)}, true
 	} else if h.LogPos > 0 && h.Flags&replication.LOG_EVENT_ARTIFICIAL_F == 0 {
@@ -281,6 +300,17 @@ func (s *Stream) handle(be *replication.BinlogEvent) (Event, bool, error) {
 	case *replication.RowsEvent:
 		if !s.watched(ev.Table) {
 			return Event{}, false, nil
+		}
+		if h.EventType == replication.PARTIAL_UPDATE_ROWS_EVENT {
+			return Event{}, false, fmt.Errorf("%s of %s after %s: %w", h.EventType, s.cfg.Table.QuotedName(), s.boundary, ErrPartialJSON)
+		}
+		if h.LogPos == 0 {
+			if s.skipRows > 0 { // delivered before the reconnect
+				s.skipRows--
+				s.groupRows = true
+				return Event{}, false, nil
+			}
+			s.sinceResume++
 		}
 		rows, err := s.rowChanges(ev)
 		if err != nil {
@@ -383,7 +413,15 @@ func (s *Stream) trackXA(q string) error {
 // isCompressed reports MariaDB's compressed query and rows events (165-171;
 // go-mysql only knows some of them).
 func isCompressed(t replication.EventType) bool {
-	return t >= replication.MARIADB_QUERY_COMPRESSED_EVENT && t <= replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1+3
+	return t >= replication.MARIADB_QUERY_COMPRESSED_EVENT && t <= replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1+3 ||
+		t == replication.TRANSACTION_PAYLOAD_EVENT // MySQL binlog_transaction_compression
+}
+
+func binlogFlavor(mysqlServer bool) string {
+	if mysqlServer {
+		return mysql.MySQLFlavor
+	}
+	return mysql.MariaDBFlavor
 }
 
 func (s *Stream) watched(tm *replication.TableMapEvent) bool {
@@ -399,8 +437,10 @@ func (s *Stream) checkRows(re *replication.RowsEvent) error {
 	if int(re.ColumnCount) != n {
 		return fmt.Errorf("%w: the rows event has %d columns, the definition %d", ErrSchemaChanged, re.ColumnCount, n)
 	}
-	if !fullImage(re.ColumnBitmap1, n) ||
-		((re.ColumnBitmap2 != nil || re.Type() == replication.EnumRowsEventTypeUpdate) && !fullImage(re.ColumnBitmap2, n)) {
+	// A VIRTUAL generated column may be missing from a FULL image (MariaDB
+	// 11.x logs only stored columns); recast never writes or reads it.
+	if !fullImage(re.ColumnBitmap1, s.cols) ||
+		((re.ColumnBitmap2 != nil || re.Type() == replication.EnumRowsEventTypeUpdate) && !fullImage(re.ColumnBitmap2, s.cols)) {
 		return ErrRowImage
 	}
 	return nil
@@ -438,7 +478,7 @@ func (s *Stream) rowChanges(re *replication.RowsEvent) ([]RowChange, error) {
 		}
 		out = make([]RowChange, 0, len(re.Rows))
 		for _, r := range re.Rows {
-			v, err := normaliseRow(r, s.cols)
+			v, err := s.normalise(r)
 			if err != nil {
 				return nil, err
 			}
@@ -454,11 +494,11 @@ func (s *Stream) rowChanges(re *replication.RowsEvent) ([]RowChange, error) {
 		}
 		out = make([]RowChange, 0, len(re.Rows)/2)
 		for i := 0; i < len(re.Rows); i += 2 {
-			before, err := normaliseRow(re.Rows[i], s.cols)
+			before, err := s.normalise(re.Rows[i])
 			if err != nil {
 				return nil, err
 			}
-			after, err := normaliseRow(re.Rows[i+1], s.cols)
+			after, err := s.normalise(re.Rows[i+1])
 			if err != nil {
 				return nil, err
 			}
@@ -468,6 +508,23 @@ func (s *Stream) rowChanges(re *replication.RowsEvent) ([]RowChange, error) {
 		return nil, errors.New("rows event of unknown kind")
 	}
 	return out, nil
+}
+
+// normalise is normaliseRow, plus: on MySQL a JSON column's value (go-mysql
+// turns MySQL's binary JSON into JSON text) is a string, not bytes, because
+// MySQL refuses to make a JSON value of a binary string (error 3144). On
+// MariaDB JSON is LONGTEXT and stays bytes like other text.
+func (s *Stream) normalise(row []any) ([]any, error) {
+	v, err := normaliseRow(row, s.cols)
+	if err != nil || !s.cfg.MySQL {
+		return v, err
+	}
+	for i, c := range s.cols {
+		if b, ok := v[i].([]byte); ok && c.def.DataType == "json" {
+			v[i] = string(b)
+		}
+	}
+	return v, nil
 }
 
 // describe makes go-mysql's stream errors readable: an EventError prints the
@@ -490,60 +547,20 @@ func describe(err error) error {
 	return fmt.Errorf("decode %s ending at offset %d: %s", typ, end, ee.Err)
 }
 
-// CurrentPosition returns the end of the server's binlog (SHOW MASTER
-// STATUS, or SHOW BINLOG STATUS where the former is gone).
-func CurrentPosition(ctx context.Context, db *sql.DB) (Position, error) {
-	pos, err := binlogStatus(ctx, db, "SHOW MASTER STATUS")
-	var me *gomysql.MySQLError
-	if errors.As(err, &me) && me.Number == 1064 { // ER_PARSE_ERROR
-		pos, err = binlogStatus(ctx, db, "SHOW BINLOG STATUS")
-	}
-	return pos, err
-}
-
-func binlogStatus(ctx context.Context, db *sql.DB, query string) (Position, error) {
-	rows, err := db.QueryContext(ctx, query)
+// CurrentPosition returns the end of the server's binlog, read with the
+// flavor's status statement (flavor.ReadBinlogStatus: SHOW BINLOG STATUS on
+// MariaDB, SHOW BINARY LOG STATUS on MySQL 8.2+). q may be a *sql.Conn, so
+// that the position is read on a session that holds locks.
+func CurrentPosition(ctx context.Context, q flavor.Queryer) (Position, error) {
+	srv, err := flavor.Detect(ctx, q)
 	if err != nil {
-		return Position{}, fmt.Errorf("%s: %w", query, err)
+		return Position{}, err
 	}
-	defer rows.Close()
-	names, err := rows.Columns()
+	st, err := flavor.ReadBinlogStatus(ctx, q, srv)
 	if err != nil {
-		return Position{}, fmt.Errorf("%s: %w", query, err)
+		return Position{}, err
 	}
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return Position{}, fmt.Errorf("%s: %w", query, err)
-		}
-		return Position{}, fmt.Errorf("%s returned no row: binary logging is off (log_bin)", query)
-	}
-	vals := make([]sql.RawBytes, len(names))
-	ptrs := make([]any, len(names))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		return Position{}, fmt.Errorf("%s: %w", query, err)
-	}
-	var pos Position
-	var offset string
-	for i, n := range names {
-		switch strings.ToLower(n) {
-		case "file":
-			pos.File = string(vals[i])
-		case "position":
-			offset = string(vals[i])
-		}
-	}
-	var off uint64
-	if _, err := fmt.Sscan(offset, &off); err != nil || pos.File == "" || off > 1<<32-1 {
-		return Position{}, fmt.Errorf("%s: unexpected File %q, Position %q", query, pos.File, offset)
-	}
-	pos.Offset = uint32(off)
-	if err := rows.Err(); err != nil {
-		return Position{}, fmt.Errorf("%s: %w", query, err)
-	}
-	return pos, nil
+	return Position{File: st.File, Offset: st.Position}, nil
 }
 
 // minLevel drops records below min.

@@ -134,13 +134,35 @@ func TestRowValues(t *testing.T) {
 	if !reflect.DeepEqual(kinds, want) {
 		t.Fatalf("kinds %v, want %v", kinds, want)
 	}
-	diffRow(t, "insert max", c.rows[0].After, expectedMax("héllo 😀"))
+	// MySQL: JSON (column 33) arrives as binary JSON, which go-mysql turns
+	// into compact JSON text; it is a string (TestRoundTrip writes it back).
+	mysqlJSON := func(r []any) []any {
+		if testutil.Server(t).MySQL() {
+			b, _ := r[33].([]byte)
+			switch string(b) {
+			case `{"a": [1, "é"]}`:
+				r[33] = `{"a":[1,"é"]}`
+			case "[]":
+				r[33] = "[]"
+			}
+		}
+		return r
+	}
+	diffRow(t, "insert max", c.rows[0].After, mysqlJSON(expectedMax("héllo 😀")))
 	diffRow(t, "insert null", c.rows[1].After, expectedNull())
-	diffRow(t, "insert zero", c.rows[2].After, expectedZero())
-	diffRow(t, "update before", c.rows[3].Before, expectedMax("héllo 😀"))
-	diffRow(t, "update after", c.rows[3].After, expectedMax("changed"))
-	diffRow(t, "delete before", c.rows[4].Before, expectedNull())
-	zeroEnum := expectedZero()
+	diffRow(t, "insert zero", c.rows[2].After, mysqlJSON(expectedZero()))
+	// MariaDB 11.x leaves the VIRTUAL column g (the last) out of the images
+	// of updates and deletes; recast never uses a generated column's value.
+	virt := func(r []any) []any {
+		if srv := testutil.Server(t); srv.MariaDB && srv.AtLeast(11, 0, 0) {
+			r[len(r)-1] = nil
+		}
+		return mysqlJSON(r)
+	}
+	diffRow(t, "update before", c.rows[3].Before, virt(expectedMax("héllo 😀")))
+	diffRow(t, "update after", c.rows[3].After, virt(expectedMax("changed")))
+	diffRow(t, "delete before", c.rows[4].Before, virt(expectedNull()))
+	zeroEnum := virt(expectedZero())
 	zeroEnum[29] = ""
 	diffRow(t, "enum error value", c.rows[5].After, zeroEnum)
 	for i, r := range c.rows {
@@ -381,12 +403,30 @@ func TestCompressedEvents(t *testing.T) {
 	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v TEXT)")
 	tb := loadTable(t, db, schema, "t")
 	from := currentPos(t, db)
-	testutil.Exec(t, db, "SET GLOBAL log_bin_compress = ON")
-	t.Cleanup(func() { testutil.Exec(t, db, "SET GLOBAL log_bin_compress = OFF") })
-	testutil.Exec(t, db, "INSERT INTO t VALUES (1, REPEAT('x', 5000))")
+	setting := "log_bin_compress"
+	if testutil.Server(t).MySQL() {
+		// MySQL compresses whole transactions (TRANSACTION_PAYLOAD_EVENT),
+		// per session.
+		setting = "binlog_transaction_compression"
+		conn, err := db.Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		for _, q := range []string{"SET SESSION binlog_transaction_compression = ON", "INSERT INTO t VALUES (1, REPEAT('x', 5000))",
+			"SET SESSION binlog_transaction_compression = OFF"} {
+			if _, err := conn.ExecContext(context.Background(), q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+	} else {
+		testutil.Exec(t, db, "SET GLOBAL log_bin_compress = ON")
+		t.Cleanup(func() { testutil.Exec(t, db, "SET GLOBAL log_bin_compress = OFF") })
+		testutil.Exec(t, db, "INSERT INTO t VALUES (1, REPEAT('x', 5000))")
+	}
 	s := openStream(t, testConfig(t, tb, ""), from)
-	if err := nextErr(t, s); !errors.Is(err, ErrCompressed) || !strings.Contains(err.Error(), "log_bin_compress") {
-		t.Errorf("error %v, want ErrCompressed", err)
+	if err := nextErr(t, s); !errors.Is(err, ErrCompressed) || !strings.Contains(err.Error(), setting) {
+		t.Errorf("error %v, want ErrCompressed naming %s", err, setting)
 	}
 }
 
@@ -452,6 +492,9 @@ func TestXARollback(t *testing.T) {
 }
 
 func TestOpenErrors(t *testing.T) {
+	if testutil.Server(t).MySQL() {
+		t.Skip("MariaDB's UUID and INET6 types do not exist on MySQL")
+	}
 	schema := testutil.NewSchema(t)
 	db := testutil.DB(t, schema)
 	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, u UUID, i6 INET6)")

@@ -182,13 +182,15 @@ func checkTableMap(tm *replication.TableMapEvent, cols []column) error {
 	return nil
 }
 
-// fullImage reports whether the first n bits of bitmap are all set.
-func fullImage(bitmap []byte, n int) bool {
+// fullImage reports whether bitmap has the bit of every column of cols set,
+// VIRTUAL generated columns excepted.
+func fullImage(bitmap []byte, cols []column) bool {
+	n := len(cols)
 	if len(bitmap) < (n+7)/8 {
 		return false
 	}
 	for i := 0; i < n; i++ {
-		if bitmap[i>>3]&(1<<(uint(i)&7)) == 0 {
+		if bitmap[i>>3]&(1<<(uint(i)&7)) == 0 && !cols[i].def.Virtual {
 			return false
 		}
 	}

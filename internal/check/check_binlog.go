@@ -39,5 +39,17 @@ func checkBinlog(_ context.Context, in *Input) error {
 		return refuse("log_bin_compress is ON: recast cannot read compressed binlog events",
 			"run SET GLOBAL log_bin_compress=OFF (and in the server's configuration)")
 	}
+	// MySQL: compressed transaction payloads, and partial JSON updates (a
+	// diff instead of the value), per session and global.
+	for _, m := range []map[string]string{g, s} {
+		if strings.EqualFold(m["binlog_transaction_compression"], "ON") {
+			return refuse("binlog_transaction_compression is ON: recast cannot read compressed transaction payloads",
+				"run SET GLOBAL binlog_transaction_compression=OFF (and in the server's configuration; sessions that set it themselves too)")
+		}
+		if strings.Contains(strings.ToUpper(m["binlog_row_value_options"]), "PARTIAL_JSON") {
+			return refuse("binlog_row_value_options is PARTIAL_JSON: JSON updates would be logged as diffs, which recast cannot apply",
+				"run SET GLOBAL binlog_row_value_options='' (and in the server's configuration)")
+		}
+	}
 	return nil
 }

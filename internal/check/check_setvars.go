@@ -46,7 +46,7 @@ func checkSetVars(ctx context.Context, in *Input) error {
 				"--set-vars sets %s=%s, but recast follows row changes and needs %s=%s", name, vars[n], name, want)
 		}
 	}
-	if in.DB == nil || in.Flavor == "mysql" { // SYSTEM_VARIABLES is MariaDB's
+	if in.DB == nil {
 		return nil
 	}
 	if err := dbconn.CheckSetVars(ctx, in.DB, vars); err != nil {

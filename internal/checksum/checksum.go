@@ -25,6 +25,7 @@ import (
 
 	"github.com/recast-osc/recast/internal/binlog"
 	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/flavor"
 	"github.com/recast-osc/recast/internal/table"
 )
 
@@ -95,7 +96,11 @@ func Run(ctx context.Context, db *sql.DB, cfg Config) (res Result, _ error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c := &checker{db: db, cfg: cfg}
+	srv, err := flavor.Detect(ctx, db)
+	if err != nil {
+		return Result{}, fmt.Errorf("checksum: %w", err)
+	}
+	c := &checker{db: db, cfg: cfg, mysql: srv.MySQL()}
 	c.buildExprs()
 	res = Result{Skipped: c.skipped}
 	start := time.Now()
@@ -138,6 +143,7 @@ func Run(ctx context.Context, db *sql.DB, cfg Config) (res Result, _ error) {
 type checker struct {
 	db      *sql.DB
 	cfg     Config
+	mysql   bool   // MySQL: no Binlog_snapshot_file (see mysqlSnapshot)
 	srcExpr string // CRC expression over the source columns
 	ghExpr  string
 	skipped []string
@@ -354,12 +360,15 @@ func (c *checker) compare(ctx context.Context, todo []chunk) (diff []chunk, n in
 	}
 	defer discard(ghConn)
 	for _, conn := range []*sql.Conn{srcConn, ghConn} {
-		if _, err := conn.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
+		if _, err := conn.ExecContext(ctx, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
 			return nil, 0, 0, 0, err
 		}
 	}
 	alignStart := time.Now()
 	err = c.cfg.Align(ctx, func() (binlog.Position, error) {
+		if c.mysql {
+			return c.mysqlSnapshot(ctx, srcConn)
+		}
 		if _, err := srcConn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT"); err != nil {
 			return binlog.Position{}, fmt.Errorf("open the source snapshot: %w", err)
 		}
@@ -594,6 +603,38 @@ func (c *checker) firstDifference(ctx context.Context, ch chunk) (string, error)
 		}
 	}
 	return "(the difference moved: the tables are being written)", nil
+}
+
+// mysqlSnapshot opens the source snapshot on MySQL, which does not report
+// the binlog position of a consistent snapshot: another session holds LOCK
+// TABLES source READ while srcConn opens its snapshot and the binlog
+// position P is read, then unlocks. Under that lock every transaction that
+// wrote the source has committed (engine and binlog: its metadata lock is
+// released only after its commit), so the snapshot holds every source change
+// before P, and no source change can be logged between the snapshot and P.
+// Writers to the source wait for the lock for those few milliseconds; the
+// lock itself waits at most 5 s (lock_wait_timeout) for running writers.
+func (c *checker) mysqlSnapshot(ctx context.Context, srcConn *sql.Conn) (binlog.Position, error) {
+	lockConn, err := c.db.Conn(ctx)
+	if err != nil {
+		return binlog.Position{}, err
+	}
+	// Its lock_wait_timeout changes: never back into the pool.
+	defer func() {
+		_ = lockConn.Raw(func(any) error { return driver.ErrBadConn })
+		_ = lockConn.Close()
+	}()
+	if _, err := lockConn.ExecContext(ctx, "SET SESSION lock_wait_timeout = 5"); err != nil {
+		return binlog.Position{}, err
+	}
+	if _, err := lockConn.ExecContext(ctx, dbconn.Tag+"LOCK TABLES "+c.cfg.Source.QuotedName()+" READ"); err != nil {
+		return binlog.Position{}, fmt.Errorf("lock the source to open the snapshot: %w", err)
+	}
+	defer lockConn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES") //nolint:errcheck
+	if _, err := srcConn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT"); err != nil {
+		return binlog.Position{}, fmt.Errorf("open the source snapshot: %w", err)
+	}
+	return binlog.CurrentPosition(ctx, lockConn)
 }
 
 func snapshotPosition(ctx context.Context, conn *sql.Conn) (binlog.Position, error) {

@@ -414,7 +414,9 @@ func readWarnings(ctx context.Context, conn *sql.Conn) ([]warning, error) {
 // fails the chunk, naming the key of the row it is about.
 func (c *Copier) checkWarnings(ctx context.Context, conn *sql.Conn, lo, hi []any) error {
 	var n int
-	if err := conn.QueryRowContext(ctx, "SELECT @@warning_count").Scan(&n); err != nil {
+	// SHOW COUNT(*) WARNINGS, not SELECT @@warning_count: on MySQL a SELECT
+	// clears the diagnostics area, and SHOW WARNINGS would then show none.
+	if err := conn.QueryRowContext(ctx, "SHOW COUNT(*) WARNINGS").Scan(&n); err != nil {
 		return err
 	}
 	if n == 0 {

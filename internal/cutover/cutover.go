@@ -1,16 +1,23 @@
 // Package cutover swaps the ghost table in for the original one, atomically
 // and without losing a write, on MariaDB (which refuses RENAME TABLE under
-// LOCK TABLES, ERROR 1192).
+// LOCK TABLES, ERROR 1192) and on MySQL 8.0+ alike.
+//
+// Why not MySQL's one-session swap (RENAME TABLE under LOCK TABLES, allowed
+// there since 8.0.13): the RENAME needs the ghost write-locked by the locking
+// session too, and recast's applier, which must bring the ghost up to the
+// drain point after the lock, writes the ghost from other sessions; it would
+// wait for that lock forever. The two-session protocol locks only T.
 //
 // The protocol (two sessions, A and B; T the table, G the ghost, S a sentry
 // table whose name sorts after T's):
 //
 //  1. A: CREATE TABLE S; LOCK TABLES T WRITE, S WRITE (short lock wait, retried).
 //     From now on no write reaches T.
-//  2. A: read the binlog position P (SHOW MASTER STATUS) and wait until the
+//  2. A: read the binlog position P (the binlog status statement) and wait until the
 //     applier has applied everything before P: G now equals T.
-//  3. B: RENAME TABLE T TO S, G TO T. It blocks: MariaDB takes the metadata
-//     locks of a statement in name order, G first (free), then T, held by A.
+//  3. B: RENAME TABLE T TO S, G TO T. It blocks: MariaDB (and MySQL, whose
+//     acquire_locks sorts the requests too) takes the metadata locks of a
+//     statement in name order, G first (free), then T, held by A.
 //  4. A: confirm B is waiting for its metadata lock; DROP TABLE S; UNLOCK TABLES.
 //  5. B's RENAME completes; then S (the old table) is renamed to _T_old.
 //
@@ -19,7 +26,8 @@
 // does B, which queued on T itself (not on S) before A released anything.
 // When A releases T, the waiting exclusive request (B) is granted before the
 // waiting shared ones (DML): MariaDB's MDL scheduler never grants a shared
-// lock while an incompatible exclusive request waits. The queued DML then
+// lock while an incompatible exclusive request waits (MySQL's neither: a
+// pending exclusive request blocks new shared requests there too). The queued DML then
 // opens T by name and finds the new table. gh-ost's sentry is named _T_del,
 // which sorts before T: its RENAME waits on the sentry, not on T, so when the
 // sentry is dropped there is a moment where the RENAME has not yet queued on
@@ -60,6 +68,7 @@ import (
 
 	"github.com/recast-osc/recast/internal/binlog"
 	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/flavor"
 	"github.com/recast-osc/recast/internal/mdl"
 	"github.com/recast-osc/recast/internal/table"
 )
@@ -187,10 +196,14 @@ func Run(ctx context.Context, db *sql.DB, cfg Config) (Result, error) {
 		pol = *cfg.Blockers
 	}
 	pol.LockWaitTimeout, pol.Attempts, pol.Budget, pol.Logger = cfg.LockWaitTimeout, cfg.Attempts, cfg.Budget, cfg.Logger
+	fl, err := flavor.Detect(ctx, db)
+	if err != nil {
+		return Result{}, err
+	}
 	var st attemptStats
 	rep, err := mdl.Run(ctx, pol, "cut-over", func(ctx context.Context) error {
 		var err error
-		st, err = attemptOnce(ctx, db, cfg, realServer{db})
+		st, err = attemptOnce(ctx, db, cfg, realServer{db}, fl)
 		res.Blocked += st.blocked
 		if st.blocked > 0 {
 			res.AttemptLocks = append(res.AttemptLocks, st.blocked)
@@ -243,7 +256,7 @@ type attemptStats struct {
 // ghost's rename and the wait for B to queue all share LockWaitTimeout.
 // MariaDB's own waits count whole seconds; a statement still waiting at the
 // deadline is killed (KILL QUERY) instead.
-func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st attemptStats, err error) {
+func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server, fl flavor.Server) (st attemptStats, err error) {
 	q := func(n string) string { return table.QuoteIdent(cfg.Schema) + "." + table.QuoteIdent(n) }
 	tbl, ghost, sentry, swap := q(cfg.Table), q(cfg.Ghost), q(SentryName(cfg.Table)), q(SwapName(cfg.Table))
 	lockSecs := max(1, int((cfg.LockWaitTimeout+time.Second-1)/time.Second))
@@ -318,10 +331,16 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server) (st at
 	if _, err := connA.ExecContext(ctx, "SET SESSION sql_log_bin = 0"); err != nil {
 		cfg.Logger.Debug("cut-over: the sentry's CREATE and DROP are binlogged (setting sql_log_bin needs SUPER or BINLOG ADMIN)", "err", err)
 	}
+	// MySQL with GTIDs refuses to LOCK TABLES a non-transactional table
+	// together with InnoDB ones (error 1785): its sentry is InnoDB.
+	sentryEngine := "MEMORY"
+	if fl.MySQL() {
+		sentryEngine = "InnoDB"
+	}
 	for _, s := range []string{
 		fmt.Sprintf("SET SESSION lock_wait_timeout = %d", lockSecs),
 		dbconn.Tag + "DROP TABLE IF EXISTS " + sentry,
-		dbconn.Tag + "CREATE TABLE " + sentry + " (id INT) ENGINE=MEMORY COMMENT='" + SentryComment + "'",
+		dbconn.Tag + "CREATE TABLE " + sentry + " (id INT) ENGINE=" + sentryEngine + " COMMENT='" + SentryComment + "'",
 	} {
 		if _, err := connA.ExecContext(ctx, s); err != nil {
 			return st, fmt.Errorf("%w: prepare the sentry: %w", errRetry, err)
@@ -652,31 +671,7 @@ func finish(ctx context.Context, db *sql.DB, cfg Config) (string, error) {
 // masterPosition reads the primary's current binlog position on conn (it must
 // run on A's session: under LOCK TABLES other statements would wait for A).
 func masterPosition(ctx context.Context, conn *sql.Conn) (binlog.Position, error) {
-	rows, err := conn.QueryContext(ctx, "SHOW MASTER STATUS")
-	if err != nil {
-		return binlog.Position{}, err
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return binlog.Position{}, err
-	}
-	if !rows.Next() {
-		return binlog.Position{}, errors.New("SHOW MASTER STATUS returned nothing: is log_bin on?")
-	}
-	vals := make([]sql.RawBytes, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		return binlog.Position{}, err
-	}
-	var off uint64
-	if _, err := fmt.Sscan(string(vals[1]), &off); err != nil {
-		return binlog.Position{}, fmt.Errorf("parse binlog position %q: %w", vals[1], err)
-	}
-	return binlog.Position{File: string(vals[0]), Offset: uint32(off)}, rows.Err()
+	return binlog.CurrentPosition(ctx, conn)
 }
 
 // discard closes conn without handing its session back to the pool.

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/recast-osc/recast/internal/flavor"
 )
 
 // Config says where to connect and as whom.
@@ -32,6 +34,9 @@ type Config struct {
 	SetVars map[string]string
 	// MaxOpen caps the pool (0: no cap).
 	MaxOpen int
+	// Server is the server's flavor (Probe fills it in; Open probes when it
+	// is unset). It picks the server's name of session variables.
+	Server flavor.Server
 	// SQLMode and TimeZone, when set, replace recast's defaults (strict mode,
 	// UTC) with these values (unquoted, e.g. "STRICT_TRANS_TABLES,..." and
 	// "+05:00"): a migration runs its DDL and conversions under the server's
@@ -78,9 +83,18 @@ func (c Config) DSN() string {
 	cfg.Params = map[string]string{
 		"time_zone":                "'+00:00'",
 		"sql_mode":                 "'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'",
-		"tx_isolation":             "'READ-COMMITTED'",
 		"lock_wait_timeout":        strconv.Itoa(seconds(lwt)),
 		"innodb_lock_wait_timeout": strconv.Itoa(seconds(ilwt)),
+	}
+	// The isolation variable's name differs between servers; until the
+	// server is known (Probe) the sessions keep the server's default.
+	if c.Server.Major > 0 {
+		cfg.Params[c.Server.IsolationVar()] = "'READ-COMMITTED'"
+	}
+	if c.Server.MySQL() {
+		// MySQL caches information_schema.TABLES statistics (AUTO_INCREMENT
+		// among them) for a day by default: recast reads them live.
+		cfg.Params["information_schema_stats_expiry"] = "0"
 	}
 	// Every warning of a statement is kept, so that a copy chunk's can all
 	// be examined (the default keeps 64).
@@ -97,6 +111,28 @@ func (c Config) DSN() string {
 	return cfg.FormatDSN()
 }
 
+// Probe connects once and returns c with Server set from SELECT VERSION().
+func Probe(ctx context.Context, c Config) (Config, error) {
+	if c.Server.Major > 0 {
+		return c, nil
+	}
+	plain := c
+	plain.SetVars, plain.MaxOpen = nil, 1
+	db, err := sql.Open("mysql", plain.DSN())
+	if err != nil {
+		return c, fmt.Errorf("connect to %s:%d: %w", c.Host, c.Port, err)
+	}
+	defer db.Close()
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	s, err := flavor.Detect(pctx, db)
+	if err != nil {
+		return c, fmt.Errorf("connect to %s:%d as %s: %w", c.Host, c.Port, c.User, Describe(err))
+	}
+	c.Server = s
+	return c, nil
+}
+
 func seconds(d time.Duration) int {
 	s := int(d / time.Second)
 	if s < 1 {
@@ -105,8 +141,13 @@ func seconds(d time.Duration) int {
 	return s
 }
 
-// Open opens a pool and checks that the server answers.
+// Open opens a pool and checks that the server answers. When c.Server is
+// unset it probes the server first (see Probe).
 func Open(ctx context.Context, c Config) (*sql.DB, error) {
+	c, err := Probe(ctx, c)
+	if err != nil {
+		return nil, err
+	}
 	db, err := sql.Open("mysql", c.DSN())
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s:%d: %w", c.Host, c.Port, err)

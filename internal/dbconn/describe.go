@@ -3,6 +3,7 @@ package dbconn
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/recast-osc/recast/internal/flavor"
 )
 
 // Privileges recast needs: GlobalPrivileges on *.* (read the binlog as a
@@ -110,9 +113,18 @@ func (c Config) describeOpen(ctx context.Context, err error) error {
 // CheckSetVars checks the names of session variables against the server's
 // information_schema.SYSTEM_VARIABLES (MariaDB): every name must exist, be
 // settable per session (scope SESSION or SESSION ONLY) and not be read-only.
+// MySQL has no such table: there each variable is set on a throwaway session
+// and the server's error number says what is wrong.
 func CheckSetVars(ctx context.Context, db *sql.DB, vars map[string]string) error {
 	if len(vars) == 0 {
 		return nil
+	}
+	srv, err := flavor.Detect(ctx, db)
+	if err != nil {
+		return fmt.Errorf("--set-vars: %w", err)
+	}
+	if srv.MySQL() {
+		return checkSetVarsBySetting(ctx, db, vars)
 	}
 	names := setVarNamesSorted(vars)
 	args := make([]any, len(names))
@@ -171,3 +183,51 @@ func setVarNamesSorted(vars map[string]string) []string {
 }
 
 func setVarNames(vars map[string]string) string { return strings.Join(setVarNamesSorted(vars), ", ") }
+
+// checkSetVarsBySetting runs SET SESSION name = value for each variable on a
+// session that is closed afterwards (never returned to the pool) and
+// classifies the errors by number: 1193 unknown, 1229 global-only, 1238
+// read-only.
+func checkSetVarsBySetting(ctx context.Context, db *sql.DB, vars map[string]string) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("--set-vars: %w", err)
+	}
+	defer func() {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		_ = conn.Close()
+	}()
+	var unknown, global, readOnly []string
+	for _, n := range setVarNamesSorted(vars) {
+		v := vars[n]
+		for k := range vars {
+			if strings.EqualFold(k, n) {
+				v = vars[k]
+			}
+		}
+		_, err := conn.ExecContext(ctx, "SET SESSION "+n+" = "+v)
+		switch Number(err) {
+		case 0:
+			if err != nil {
+				return fmt.Errorf("--set-vars: SET SESSION %s: %w", n, err)
+			}
+		case erUnknownSystemVar:
+			unknown = append(unknown, n)
+		case erGlobalVariable:
+			global = append(global, n)
+		case erReadOnlyVariable:
+			readOnly = append(readOnly, n)
+		default:
+			return fmt.Errorf("--set-vars: SET SESSION %s = %s: %w; fix: correct or leave out that variable", n, v, err)
+		}
+	}
+	switch {
+	case len(unknown) > 0:
+		return fmt.Errorf("--set-vars: the server has no variable %s; fix: check the name (SHOW VARIABLES LIKE '...') or leave it out", strings.Join(unknown, ", "))
+	case len(global) > 0:
+		return fmt.Errorf("--set-vars: %s is global-only, and --set-vars sets session variables of recast's own connections; fix: leave it out (set it yourself with SET GLOBAL if you mean to change the server)", strings.Join(global, ", "))
+	case len(readOnly) > 0:
+		return fmt.Errorf("--set-vars: %s is read-only; fix: leave it out", strings.Join(readOnly, ", "))
+	}
+	return nil
+}

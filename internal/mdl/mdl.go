@@ -48,6 +48,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/flavor"
 )
 
 // Blocker is a session in the way of an exclusive metadata lock on the table.
@@ -235,6 +236,10 @@ type Finder struct {
 	cfg     Config
 	plugin  bool
 	lockAge bool // METADATA_LOCK_INFO has LOCK_TIME_MS
+	// mysql: a MySQL server, whose metadata locks are in
+	// performance_schema.metadata_locks (plugin is then true when that
+	// table can be read) and whose processlist has no TIME_MS or QUERY_ID.
+	mysql bool
 }
 
 // NewFinder checks whether the metadata_lock_info plugin is loaded (and loads
@@ -251,7 +256,25 @@ func NewFinder(ctx context.Context, db *sql.DB, cfg Config) (*Finder, error) {
 		cfg.Logger = slog.Default()
 	}
 	f := &Finder{db: db, cfg: cfg}
+	srv, err := flavor.Detect(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("mdl: %w", err)
+	}
+	f.mysql = srv.MySQL()
 	if cfg.NoPlugin {
+		return f, nil
+	}
+	if f.mysql {
+		// performance_schema.metadata_locks needs performance_schema on
+		// and the wait/lock/metadata/sql/mdl instrument (on by default).
+		var n int
+		err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM performance_schema.setup_instruments
+			WHERE NAME = 'wait/lock/metadata/sql/mdl' AND ENABLED = 'YES'`).Scan(&n)
+		if err != nil || n == 0 {
+			cfg.Logger.Warn("performance_schema.metadata_locks is not available (performance_schema off or the wait/lock/metadata/sql/mdl instrument disabled); finding metadata-lock blockers from the processlist and INNODB_TRX", "err", err)
+			return f, nil
+		}
+		f.plugin = true
 		return f, nil
 	}
 	loaded, err := PluginLoaded(ctx, db)
@@ -283,6 +306,12 @@ func (f *Finder) Plugin() bool { return f.plugin }
 
 // Source names where the Finder looks, for logs and the dry run.
 func (f *Finder) Source() string {
+	switch {
+	case f.mysql && f.plugin:
+		return "performance_schema.metadata_locks"
+	case f.mysql:
+		return "processlist and INNODB_TRX (performance_schema.metadata_locks not available)"
+	}
 	if f.plugin {
 		return "information_schema.METADATA_LOCK_INFO (metadata_lock_info plugin)"
 	}
@@ -318,8 +347,14 @@ func CanLoadPlugin(ctx context.Context, db *sql.DB) (bool, error) {
 	return n > 0, nil
 }
 
-// LoadPlugin installs the metadata_lock_info plugin.
+// LoadPlugin installs the metadata_lock_info plugin (MariaDB). MySQL needs
+// none: its metadata locks are in performance_schema.metadata_locks.
 func LoadPlugin(ctx context.Context, db *sql.DB) error {
+	if srv, err := flavor.Detect(ctx, db); err != nil {
+		return fmt.Errorf("mdl: %w", err)
+	} else if srv.MySQL() {
+		return nil
+	}
 	_, err := db.ExecContext(ctx, dbconn.Tag+"INSTALL SONAME 'metadata_lock_info'")
 	if err != nil && !strings.Contains(err.Error(), "already") {
 		return err
@@ -340,6 +375,10 @@ type trx struct {
 	age          time.Duration
 	rowsModified int64
 	autocommitRO bool
+	// autocommit: MySQL reports the transaction as a single autocommit
+	// statement's (events_transactions_current.AUTOCOMMIT); its age is then
+	// at most the statement's (MySQL's trx_started can be older).
+	autocommit bool
 }
 
 // Find returns the sessions in the way of an exclusive lock on the table,
@@ -371,6 +410,9 @@ func (f *Finder) find(ctx context.Context, minAge time.Duration) ([]Blocker, err
 			b.Statement = truncate(p.info, StatementMax)
 		}
 		if t, ok := trxs[p.id]; ok && !t.autocommitRO {
+			if t.autocommit && p.command != "Sleep" {
+				t.age = min(t.age, p.time)
+			}
 			b.InTrx, b.TrxAge, b.TrxRowsModified, b.trxStarted = true, t.age, t.rowsModified, t.started
 		}
 		byID[p.id] = b
@@ -388,6 +430,11 @@ func (f *Finder) find(ctx context.Context, minAge time.Duration) ([]Blocker, err
 			}
 			b := mk(p)
 			b.LockMode, b.LockAge, b.Certain = l.mode, l.age, true
+			if f.mysql && p.command == "Sleep" {
+				// MySQL shows no lock age; an idle session took its lock
+				// before its last statement ended, p.time ago.
+				b.LockAge = max(b.LockAge, p.time)
+			}
 			b.Waiting = p.state == waitingMDL
 			if p.command == "Sleep" && !b.InTrx {
 				// Idle yet holding the lock: only an open transaction or
@@ -445,10 +492,34 @@ func (f *Finder) excluded(p proc) bool {
 	return false
 }
 
+// mysqlProcesslist is MySQL's processlist with the columns of MariaDB's
+// (ID, USER, HOST, DB, COMMAND, TIME_MS, STATE, INFO, QUERY_ID). MySQL's
+// TIME is whole seconds, so the time comes from the session's statement in
+// events_statements_current: a running statement's TIMER_WAIT (so far), an
+// idle session's time since its last statement ended (TIMER_END against the
+// TIMER_START of this very query; timers are picoseconds). MySQL has no
+// query id: the running statement's EVENT_ID (per thread) stands in for it,
+// and is checked again right before KILL QUERY (see tracker.kill).
+const mysqlProcesslist = dbconn.Tag + `SELECT t.PROCESSLIST_ID, IFNULL(t.PROCESSLIST_USER, ''), IFNULL(t.PROCESSLIST_HOST, ''),
+		IFNULL(t.PROCESSLIST_DB, ''), IFNULL(t.PROCESSLIST_COMMAND, ''),
+		IFNULL(CASE WHEN e.THREAD_ID IS NULL THEN t.PROCESSLIST_TIME * 1000
+			WHEN e.END_EVENT_ID IS NULL THEN e.TIMER_WAIT / 1000000000
+			ELSE GREATEST(CAST(me.now AS DECIMAL(30,0)) - CAST(e.TIMER_END AS DECIMAL(30,0)), 0) / 1000000000 END, 0),
+		IFNULL(t.PROCESSLIST_STATE, ''), IFNULL(t.PROCESSLIST_INFO, ''), IF(e.END_EVENT_ID IS NULL, IFNULL(e.EVENT_ID, 0), 0)
+		FROM performance_schema.threads t
+		LEFT JOIN performance_schema.events_statements_current e ON e.THREAD_ID = t.THREAD_ID AND (e.NESTING_EVENT_TYPE IS NULL OR e.NESTING_EVENT_TYPE = 'TRANSACTION')
+		CROSS JOIN (SELECT MAX(TIMER_START) AS now FROM performance_schema.events_statements_current
+			WHERE THREAD_ID = PS_CURRENT_THREAD_ID()) me
+		WHERE t.PROCESSLIST_ID IS NOT NULL`
+
 func (f *Finder) processlist(ctx context.Context) (map[int64]proc, error) {
-	rows, err := f.db.QueryContext(ctx, dbconn.Tag+`SELECT ID, IFNULL(USER, ''), IFNULL(HOST, ''), IFNULL(DB, ''), IFNULL(COMMAND, ''),
+	q := dbconn.Tag + `SELECT ID, IFNULL(USER, ''), IFNULL(HOST, ''), IFNULL(DB, ''), IFNULL(COMMAND, ''),
 		IFNULL(TIME_MS, 0), IFNULL(STATE, ''), IFNULL(INFO, ''), IFNULL(QUERY_ID, 0)
-		FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()`)
+		FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()`
+	if f.mysql {
+		q = mysqlProcesslist + ` AND t.PROCESSLIST_ID <> CONNECTION_ID()`
+	}
+	rows, err := f.db.QueryContext(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("mdl: read the processlist: %w", err)
 	}
@@ -469,9 +540,19 @@ func (f *Finder) processlist(ctx context.Context) (map[int64]proc, error) {
 }
 
 func (f *Finder) transactions(ctx context.Context) (map[int64]trx, error) {
-	rows, err := f.db.QueryContext(ctx, dbconn.Tag+`SELECT trx_mysql_thread_id, CAST(trx_started AS CHAR),
-		TIMESTAMPDIFF(MICROSECOND, trx_started, NOW(6)), trx_rows_modified, trx_autocommit_non_locking
-		FROM information_schema.INNODB_TRX`)
+	q := dbconn.Tag + `SELECT trx_mysql_thread_id, CAST(trx_started AS CHAR),
+		TIMESTAMPDIFF(MICROSECOND, trx_started, NOW(6)), trx_rows_modified, trx_autocommit_non_locking, 0
+		FROM information_schema.INNODB_TRX`
+	if f.mysql {
+		q = dbconn.Tag + `SELECT x.trx_mysql_thread_id, CAST(x.trx_started AS CHAR),
+		TIMESTAMPDIFF(MICROSECOND, x.trx_started, NOW(6)), x.trx_rows_modified, x.trx_autocommit_non_locking,
+		IFNULL(MAX(et.AUTOCOMMIT = 'YES'), 0)
+		FROM information_schema.INNODB_TRX x
+		LEFT JOIN performance_schema.threads t ON t.PROCESSLIST_ID = x.trx_mysql_thread_id
+		LEFT JOIN performance_schema.events_transactions_current et ON et.THREAD_ID = t.THREAD_ID AND et.STATE = 'ACTIVE'
+		GROUP BY x.trx_mysql_thread_id, x.trx_started, x.trx_rows_modified, x.trx_autocommit_non_locking`
+	}
+	rows, err := f.db.QueryContext(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("mdl: read information_schema.INNODB_TRX (needs the PROCESS privilege): %w", err)
 	}
@@ -480,11 +561,11 @@ func (f *Finder) transactions(ctx context.Context) (map[int64]trx, error) {
 	for rows.Next() {
 		var id, us int64
 		var t trx
-		var ro int
-		if err := rows.Scan(&id, &t.started, &us, &t.rowsModified, &ro); err != nil {
+		var ro, ac int
+		if err := rows.Scan(&id, &t.started, &us, &t.rowsModified, &ro, &ac); err != nil {
 			return nil, fmt.Errorf("mdl: read INNODB_TRX: %w", err)
 		}
-		t.age, t.autocommitRO = time.Duration(max(us, 0))*time.Microsecond, ro == 1
+		t.age, t.autocommitRO, t.autocommit = time.Duration(max(us, 0))*time.Microsecond, ro == 1, ac == 1
 		out[id] = t
 	}
 	return out, rows.Err()
@@ -511,9 +592,17 @@ func (f *Finder) locks(ctx context.Context) (map[int64]lock, error) {
 	if f.lockAge {
 		age = "IFNULL(LOCK_TIME_MS, 0)"
 	}
-	rows, err := f.db.QueryContext(ctx, dbconn.Tag+`SELECT THREAD_ID, LOCK_MODE, `+age+`, TABLE_SCHEMA, TABLE_NAME
+	q := dbconn.Tag + `SELECT THREAD_ID, LOCK_MODE, ` + age + `, TABLE_SCHEMA, TABLE_NAME
 		FROM information_schema.METADATA_LOCK_INFO
-		WHERE LOCK_TYPE = 'Table metadata lock' AND TABLE_SCHEMA = ? AND TABLE_NAME = ?`, f.cfg.Schema, f.cfg.Table)
+		WHERE LOCK_TYPE = 'Table metadata lock' AND TABLE_SCHEMA = ? AND TABLE_NAME = ?`
+	if f.mysql {
+		// Granted table locks, by owner connection; the lock's age is unknown.
+		q = dbconn.Tag + `SELECT t.PROCESSLIST_ID, CONCAT('MDL_', m.LOCK_TYPE), 0, m.OBJECT_SCHEMA, m.OBJECT_NAME
+		FROM performance_schema.metadata_locks m JOIN performance_schema.threads t ON t.THREAD_ID = m.OWNER_THREAD_ID
+		WHERE m.OBJECT_TYPE = 'TABLE' AND m.LOCK_STATUS = 'GRANTED' AND t.PROCESSLIST_ID IS NOT NULL
+		AND m.OBJECT_SCHEMA = ? AND m.OBJECT_NAME = ?`
+	}
+	rows, err := f.db.QueryContext(ctx, q, f.cfg.Schema, f.cfg.Table)
 	if err != nil {
 		return nil, fmt.Errorf("mdl: read information_schema.METADATA_LOCK_INFO: %w", err)
 	}

@@ -464,6 +464,18 @@ func (t *tracker) kill(ctx context.Context, b Blocker, stmt string) (string, err
 			return "", err
 		}
 	}
+	if t.p.Finder.mysql && strings.HasPrefix(stmt, "KILL QUERY ID") {
+		// MySQL cannot kill a statement by id: check that the session still
+		// runs the statement observed, then kill the session's current
+		// statement (the window between the two is a few microseconds).
+		var n int
+		if err := db.QueryRowContext(ctx, dbconn.Tag+`SELECT COUNT(*) FROM performance_schema.threads t
+			JOIN performance_schema.events_statements_current e ON e.THREAD_ID = t.THREAD_ID
+			WHERE t.PROCESSLIST_ID = ? AND e.EVENT_ID = ? AND e.END_EVENT_ID IS NULL`, b.ID, b.QueryID).Scan(&n); err != nil || n == 0 {
+			return "", err
+		}
+		stmt = fmt.Sprintf("KILL QUERY %d", b.ID)
+	}
 	_, err := db.ExecContext(ctx, dbconn.Tag+stmt)
 	if dbconn.Number(err) == erNoSuchThread {
 		return "", nil
@@ -478,11 +490,19 @@ const erNoSuchThread = 1094
 func (t *tracker) stillIdle(ctx context.Context, db *sql.DB, b Blocker) (bool, error) {
 	var command string
 	var ms float64
-	err := db.QueryRowContext(ctx, dbconn.Tag+`SELECT COMMAND, IFNULL(TIME_MS, 0) FROM information_schema.PROCESSLIST WHERE ID = ?`, b.ID).Scan(&command, &ms)
-	if errors.Is(err, sql.ErrNoRows) {
+	q := dbconn.Tag + `SELECT COMMAND, IFNULL(TIME_MS, 0) FROM information_schema.PROCESSLIST WHERE ID = ?`
+	if t.p.Finder.mysql {
+		var p proc
+		err := db.QueryRowContext(ctx, mysqlProcesslist+` AND t.PROCESSLIST_ID = ?`, b.ID).Scan(&p.id, &p.user, &p.host, &p.db, &command, &ms, &p.state, &p.info, &p.queryID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	} else if err := db.QueryRowContext(ctx, q, b.ID).Scan(&command, &ms); errors.Is(err, sql.ErrNoRows) {
 		return false, nil
-	}
-	if err != nil {
+	} else if err != nil {
 		return false, err
 	}
 	if command != "Sleep" || time.Duration(ms*float64(time.Millisecond)) < b.Time {
@@ -492,7 +512,7 @@ func (t *tracker) stillIdle(ctx context.Context, db *sql.DB, b Blocker) (bool, e
 		return true, nil
 	}
 	var started string
-	err = db.QueryRowContext(ctx, dbconn.Tag+`SELECT CAST(trx_started AS CHAR) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = ?`, b.ID).Scan(&started)
+	err := db.QueryRowContext(ctx, dbconn.Tag+`SELECT CAST(trx_started AS CHAR) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = ?`, b.ID).Scan(&started)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}

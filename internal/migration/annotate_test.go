@@ -2,12 +2,12 @@ package migration
 
 import (
 	"context"
-	"database/sql"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/recast-osc/recast/internal/binlog"
 	"github.com/recast-osc/recast/internal/testutil"
 )
 
@@ -21,11 +21,11 @@ func TestApplierNotAnnotated(t *testing.T) {
 	schema := testutil.NewSchema(t)
 	db := testutil.DB(t, schema)
 	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, v INT NOT NULL)", "INSERT INTO t SELECT seq, 0 FROM seq_1_to_100")
-	var file string
-	var pos int64
-	if err := db.QueryRow("SHOW MASTER STATUS").Scan(&file, &pos, new(sql.NullString), new(sql.NullString)); err != nil {
+	start, err := binlog.CurrentPosition(context.Background(), db)
+	if err != nil {
 		t.Fatal(err)
 	}
+	file, pos := start.File, int64(start.Offset)
 	o := testOptions(t, schema, "t", "ADD COLUMN c INT")
 	o.Pause = func(ctx context.Context, point string) {
 		if point == "ghost-created" { // after the stream's start position: applied

@@ -111,7 +111,7 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 	// Phase: stream from that position, before the copy starts.
 	stream, err := binlog.Open(ctx, binlog.Config{
 		Host: o.Conn.Host, Port: uint16(o.Conn.Port), User: o.Conn.User, Password: o.Conn.Password,
-		ServerID: o.ServerID, Table: m.source, Logger: o.Logger,
+		ServerID: o.ServerID, Table: m.source, MySQL: o.Conn.Server.MySQL(), Logger: o.Logger,
 	}, startPos)
 	if err != nil {
 		return fmt.Errorf("open the binlog stream: %w", err)

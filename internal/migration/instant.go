@@ -17,6 +17,7 @@ package migration
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -286,7 +287,12 @@ func (m *migrator) executeNative(ctx context.Context, res *Result, ch methodChoi
 		o.Logger.Info("running the ALTER natively", "algorithm", algo, "table", m.source.QuotedName(), "why", ch.reason)
 		rep, err := mdl.Run(ctx, *pol, what, func(ctx context.Context) error {
 			start := time.Now()
-			_, err := m.db.ExecContext(ctx, stmt)
+			var err error
+			if o.Conn.Server.MySQL() {
+				err = execWithLockWait(ctx, m.db, waitSecs, fmt.Sprintf("%sALTER TABLE %s %s, ALGORITHM=%s", dbconn.Tag, m.source.QuotedName(), m.an.GhostStatement, algo))
+			} else {
+				_, err = m.db.ExecContext(ctx, stmt)
+			}
 			took = time.Since(start)
 			return err
 		}, dbconn.IsLockTimeout)
@@ -420,4 +426,22 @@ func (m *migrator) waitPostponed(ctx context.Context) error {
 	}
 	m.opts.Logger.Info("postpone flag file removed: cutting over", "file", f, "postponed", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// execWithLockWait runs stmt with lock_wait_timeout = secs on a session of
+// its own that is closed afterwards (MySQL has no ALTER TABLE ... WAIT n).
+func execWithLockWait(ctx context.Context, db *sql.DB, secs int, stmt string) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		_ = conn.Close()
+	}()
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", secs)); err != nil {
+		return err
+	}
+	_, err = conn.ExecContext(ctx, stmt)
+	return err
 }

@@ -91,6 +91,13 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	start := time.Now()
 	opts.Conn.Schema = opts.Database
+	// The flavor is known from here on for every connection derived from
+	// opts.Conn (applier, replicas, cut-over).
+	conn, err := dbconn.Probe(ctx, opts.Conn)
+	if err != nil {
+		return nil, err
+	}
+	opts.Conn = conn
 	db, err := dbconn.Open(ctx, opts.Conn)
 	if err != nil {
 		return nil, err

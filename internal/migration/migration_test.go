@@ -15,7 +15,7 @@ import (
 
 func tableNames(t *testing.T, db *sql.DB, schema string) []string {
 	t.Helper()
-	rows, err := db.Query("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? ORDER BY TABLE_NAME", schema)
+	rows, err := db.Query("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE <> 'VIEW' ORDER BY TABLE_NAME", schema)
 	if err != nil {
 		t.Fatal(err)
 	}

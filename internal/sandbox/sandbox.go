@@ -71,7 +71,10 @@ type Config struct {
 	Port     int    // primary port; replica i (1-based) gets Port+i
 	Replicas int
 	Fast     bool // for tests: no flushing/doublewrite, 64M buffer pool, no native AIO
-	Logger   *slog.Logger
+	// Flavor is one of Flavors ("" means DefaultFlavor, the installed
+	// MariaDB). Others are fetched into FlavorCache when missing.
+	Flavor string
+	Logger *slog.Logger
 }
 
 // Instance is one mariadbd process of a sandbox.
@@ -91,6 +94,7 @@ func (i Instance) Addr() string { return net.JoinHostPort(i.Host, strconv.Itoa(i
 // Sandbox is a running (or recorded) set of instances.
 type Sandbox struct {
 	Dir      string     `json:"dir"`
+	Flavor   string     `json:"flavor,omitempty"` // "" in old state files: DefaultFlavor
 	Primary  Instance   `json:"primary"`
 	Replicas []Instance `json:"replicas"`
 	User     string     `json:"user"`
@@ -102,11 +106,16 @@ func (s *Sandbox) Instances() []Instance {
 	return append([]Instance{s.Primary}, s.Replicas...)
 }
 
-// DSN returns a go-sql-driver/mysql DSN for inst as the sandbox user.
+// DSN returns a go-sql-driver/mysql DSN for inst as the sandbox user. (On
+// MySQL the account uses caching_sha2_password; without TLS the driver
+// fetches the server's RSA key for the first, full authentication.)
 func (s *Sandbox) DSN(inst Instance, schema string) string {
 	return fmt.Sprintf("%s:%s@tcp(%s)/%s?interpolateParams=true&parseTime=false&multiStatements=false",
 		s.User, s.Password, inst.Addr(), url.PathEscape(schema))
 }
+
+// MySQL reports whether the sandbox runs MySQL rather than MariaDB.
+func (s *Sandbox) MySQL() bool { return strings.HasPrefix(s.Flavor, "mysql-") }
 
 // state is the content of Dir/sandbox.json.
 type state struct {
@@ -143,11 +152,7 @@ func Up(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	mariadbd, err := findBinary("mariadbd", "mysqld")
-	if err != nil {
-		return nil, err
-	}
-	installDB, err := findBinary("mariadb-install-db", "mysql_install_db")
+	bins, err := findFlavor(ctx, cfg.Flavor)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +162,7 @@ func Up(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 		return nil, err
 	}
 
-	sb = &Sandbox{Dir: dir, User: DefaultUser, Password: DefaultPassword}
+	sb = &Sandbox{Dir: dir, Flavor: bins.flavor, User: DefaultUser, Password: DefaultPassword}
 	for i := 0; i <= cfg.Replicas; i++ {
 		name := "primary"
 		if i > 0 {
@@ -217,7 +222,7 @@ func Up(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 	// 1. mariadb-install-db, all instances at once.
 	log.Info("initialising datadirs", "dir", dir, "instances", cfg.Replicas+1)
 	if err := forEach(sb.Instances(), func(_ int, inst Instance) error {
-		return installDataDir(ctx, installDB, inst)
+		return installDataDir(ctx, bins, inst)
 	}); err != nil {
 		return sb, err
 	}
@@ -225,7 +230,7 @@ func Up(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 	// 2. start every mariadbd and wait until each answers.
 	exited := make([]<-chan error, cfg.Replicas+1)
 	if err := forEach(sb.Instances(), func(i int, inst Instance) error {
-		pid, done, err := startServer(mariadbd, inst, i > 0, cfg.Fast)
+		pid, done, err := startServer(bins, inst, i > 0, cfg.Fast)
 		if err != nil {
 			return fmt.Errorf("sandbox: start %s: %w", inst.Name, err)
 		}
@@ -249,7 +254,7 @@ func Up(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 		return sb, err
 	}
 	if err := forEach(sb.Instances(), func(i int, inst Instance) error {
-		return waitReady(ctx, inst, exited[i])
+		return waitReady(ctx, inst, bins.mysql, exited[i])
 	}); err != nil {
 		return sb, err
 	}
@@ -257,14 +262,14 @@ func Up(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 	// 3. accounts, not binlogged: the replicas replicate the primary's
 	// binlog from its very beginning (empty gtid_slave_pos).
 	if err := forEach(sb.Instances(), func(_ int, inst Instance) error {
-		return createUsers(ctx, inst)
+		return createUsers(ctx, inst, bins.mysql)
 	}); err != nil {
 		return sb, err
 	}
 
 	// 4. replication.
 	if err := forEach(sb.Replicas, func(_ int, inst Instance) error {
-		return startReplication(ctx, inst, sb.Primary)
+		return startReplication(ctx, inst, sb.Primary, bins.mysql)
 	}); err != nil {
 		return sb, err
 	}
@@ -476,18 +481,34 @@ func checkPortFree(port int) error {
 	return l.Close()
 }
 
-func installDataDir(ctx context.Context, installDB string, inst Instance) error {
+func installDataDir(ctx context.Context, bins binaries, inst Instance) error {
 	for _, d := range []string{inst.DataDir, tmpDir(inst)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("sandbox: %w", err)
 		}
 	}
-	args := []string{
+	installDB := bins.installDB
+	var args []string
+	if bins.mysql {
+		// MySQL has no install script: the server initialises an empty
+		// datadir itself (root@localhost without a password).
+		installDB = bins.server
+		args = []string{"--no-defaults", "--initialize-insecure", "--datadir=" + inst.DataDir, "--tmpdir=" + tmpDir(inst),
+			"--log-error=" + filepath.Join(filepath.Dir(inst.DataDir), "init.log")}
+		if u := rootUser(); u != "" {
+			args = append(args, "--user="+u)
+		}
+		return runInstall(ctx, installDB, args, inst)
+	}
+	args = []string{
 		"--no-defaults",
 		"--datadir=" + inst.DataDir,
 		"--auth-root-authentication-method=normal",
 		"--skip-test-db",
 		"--skip-name-resolve", // no root@<hostname>, which --skip-name-resolve servers warn about
+	}
+	if bins.baseDir != "" {
+		args = append(args, "--basedir="+bins.baseDir)
 	}
 	if u := rootUser(); u != "" {
 		args = append(args, "--user="+u)
@@ -497,6 +518,10 @@ func installDataDir(ctx context.Context, installDB string, inst Instance) error 
 	// it starts, so concurrent bootstraps sharing /tmp break each other
 	// ("Unknown table 'mysql.tmp_user_sys'").
 	args = append(args, "--tmpdir="+tmpDir(inst))
+	return runInstall(ctx, installDB, args, inst)
+}
+
+func runInstall(ctx context.Context, installDB string, args []string, inst Instance) error {
 	cmd := exec.CommandContext(ctx, installDB, args...)
 	cmd.Dir = filepath.Dir(inst.DataDir)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmpDir(inst))
@@ -509,6 +534,9 @@ func installDataDir(ctx context.Context, installDB string, inst Instance) error 
 	}
 	if err != nil {
 		msg := string(out)
+		if b, rerr := os.ReadFile(filepath.Join(filepath.Dir(inst.DataDir), "init.log")); rerr == nil {
+			msg += string(b)
+		}
 		if len(msg) > 3000 {
 			msg = msg[:3000] + "..."
 		}
@@ -520,7 +548,7 @@ func installDataDir(ctx context.Context, installDB string, inst Instance) error 
 // tmpDir is the instance's private tmpdir (see installDataDir).
 func tmpDir(inst Instance) string { return filepath.Join(filepath.Dir(inst.DataDir), "tmp") }
 
-func serverArgs(inst Instance, replica, fast bool) []string {
+func serverArgs(bins binaries, inst Instance, replica, fast bool) []string {
 	instDir := filepath.Dir(inst.DataDir)
 	args := []string{
 		"--no-defaults",
@@ -547,7 +575,12 @@ func serverArgs(inst Instance, replica, fast bool) []string {
 	if u := rootUser(); u != "" {
 		args = append(args, "--user="+u)
 	}
-	if replica {
+	switch {
+	case bins.mysql:
+		// log_replica_updates is on by default; GTIDs are off unless asked.
+		// No X plugin (it would want port 33060), no secure-file-priv dir.
+		args = append(args, "--gtid-mode=ON", "--enforce-gtid-consistency=ON", "--mysqlx=OFF", "--secure-file-priv=")
+	case replica:
 		args = append(args, "--log-slave-updates")
 	}
 	if fast {
@@ -569,8 +602,8 @@ func serverArgs(inst Instance, replica, fast bool) []string {
 // startServer starts mariadbd detached (own process group, stdio on
 // /dev/null). done receives the exit once the process ends; a goroutine
 // reaps it for as long as this process lives.
-func startServer(mariadbd string, inst Instance, replica, fast bool) (pid int, done <-chan error, err error) {
-	cmd := exec.Command(mariadbd, serverArgs(inst, replica, fast)...)
+func startServer(bins binaries, inst Instance, replica, fast bool) (pid int, done <-chan error, err error) {
+	cmd := exec.Command(bins.server, serverArgs(bins, inst, replica, fast)...)
 	cmd.Dir = filepath.Dir(inst.DataDir)
 	cmd.SysProcAttr = detachedAttr()
 	if err := cmd.Start(); err != nil {
@@ -586,11 +619,11 @@ func errorLogPath(inst Instance) string {
 }
 
 // waitReady waits until inst answers a ping as root over TCP.
-func waitReady(ctx context.Context, inst Instance, exited <-chan error) error {
+func waitReady(ctx context.Context, inst Instance, mysqlFlavor bool, exited <-chan error) error {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	db, err := openDB(rootDSN(inst) + "&timeout=2s")
+	db, err := openDB(rootDSN(inst, mysqlFlavor) + "&timeout=2s")
 	if err != nil {
 		return err
 	}
@@ -623,8 +656,8 @@ func waitReady(ctx context.Context, inst Instance, exited <-chan error) error {
 	}
 }
 
-func createUsers(ctx context.Context, inst Instance) error {
-	db, err := openDB(rootDSN(inst))
+func createUsers(ctx context.Context, inst Instance, mysqlFlavor bool) error {
+	db, err := openDB(rootDSN(inst, mysqlFlavor))
 	if err != nil {
 		return err
 	}
@@ -653,8 +686,8 @@ func createUsers(ctx context.Context, inst Instance) error {
 	return nil
 }
 
-func startReplication(ctx context.Context, replica, primary Instance) error {
-	db, err := openDB(rootDSN(replica))
+func startReplication(ctx context.Context, replica, primary Instance, mysqlFlavor bool) error {
+	db, err := openDB(rootDSN(replica, mysqlFlavor))
 	if err != nil {
 		return err
 	}
@@ -663,6 +696,14 @@ func startReplication(ctx context.Context, replica, primary Instance) error {
 		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%d, MASTER_USER='%s', MASTER_PASSWORD='%s', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
 			primary.Host, primary.Port, replUser, replPassword),
 		"START SLAVE",
+	}
+	if mysqlFlavor {
+		// GET_SOURCE_PUBLIC_KEY: caching_sha2_password without TLS.
+		stmts = []string{
+			fmt.Sprintf("CHANGE REPLICATION SOURCE TO SOURCE_HOST='%s', SOURCE_PORT=%d, SOURCE_USER='%s', SOURCE_PASSWORD='%s', SOURCE_AUTO_POSITION=1, SOURCE_CONNECT_RETRY=1, GET_SOURCE_PUBLIC_KEY=1",
+				primary.Host, primary.Port, replUser, replPassword),
+			"START REPLICA",
+		}
 	}
 	for _, s := range stmts {
 		if _, err := db.ExecContext(ctx, s); err != nil {
@@ -692,14 +733,15 @@ func startReplication(ctx context.Context, replica, primary Instance) error {
 	}
 }
 
-// ReplicaStatus runs SHOW SLAVE STATUS on db (a replica's connection).
+// ReplicaStatus runs SHOW REPLICA STATUS on db (a replica's connection).
 func ReplicaStatus(ctx context.Context, db *sql.DB) (*ReplicationStatus, error) {
 	return replicationStatus(ctx, db)
 }
 
-// replicationStatus runs SHOW SLAVE STATUS.
+// replicationStatus runs SHOW REPLICA STATUS, which MariaDB 10.5+ and MySQL
+// 8.0.22+ both know (with Slave_/Master or Replica_/Source column names).
 func replicationStatus(ctx context.Context, db *sql.DB) (*ReplicationStatus, error) {
-	rows, err := db.QueryContext(ctx, "SHOW SLAVE STATUS")
+	rows, err := db.QueryContext(ctx, "SHOW REPLICA STATUS")
 	if err != nil {
 		return nil, err
 	}
@@ -712,7 +754,7 @@ func replicationStatus(ctx context.Context, db *sql.DB) (*ReplicationStatus, err
 		if err := rows.Err(); err != nil {
 			return nil, err
 		}
-		return nil, errors.New("SHOW SLAVE STATUS returned no row (not a replica)")
+		return nil, errors.New("SHOW REPLICA STATUS returned no row (not a replica)")
 	}
 	vals := make([]sql.NullString, len(cols))
 	ptrs := make([]any, len(cols))
@@ -724,6 +766,11 @@ func replicationStatus(ctx context.Context, db *sql.DB) (*ReplicationStatus, err
 	}
 	m := make(map[string]sql.NullString, len(cols))
 	for i, c := range cols {
+		// MySQL's names, mapped onto MariaDB's.
+		c = strings.NewReplacer("Replica_", "Slave_", "_Source", "_Master").Replace(c)
+		if c == "Retrieved_Gtid_Set" {
+			c = "Gtid_IO_Pos"
+		}
 		m[c] = vals[i]
 	}
 	rs := &ReplicationStatus{
@@ -842,7 +889,13 @@ func writeState(dir string, sb *Sandbox) error {
 
 // --- small helpers ---
 
-func rootDSN(inst Instance) string {
+// rootDSN connects as root: over TCP on MariaDB (whose install script
+// creates root@127.0.0.1), over the socket on MySQL (whose
+// --initialize-insecure creates root@localhost only).
+func rootDSN(inst Instance, mysqlFlavor bool) string {
+	if mysqlFlavor {
+		return fmt.Sprintf("root@unix(%s)/?interpolateParams=true", inst.Socket)
+	}
 	return fmt.Sprintf("root@tcp(%s)/?interpolateParams=true", inst.Addr())
 }
 

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/recast-osc/recast/internal/flavor"
+
 	_ "github.com/go-sql-driver/mysql"
 )
 
@@ -56,7 +58,7 @@ func TestUpReplicateStatusDown(t *testing.T) {
 	for range 5 { // other test binaries may grab the ports in between
 		port = freePorts(t, 2)
 		start = time.Now()
-		sb, err = Up(ctx, Config{Dir: dir, Port: port, Replicas: 1, Fast: true, Logger: log})
+		sb, err = Up(ctx, Config{Dir: dir, Port: port, Replicas: 1, Fast: true, Flavor: os.Getenv("RECAST_TEST_FLAVOR"), Logger: log})
 		if !errors.Is(err, ErrPortInUse) {
 			break
 		}
@@ -83,11 +85,11 @@ func TestUpReplicateStatusDown(t *testing.T) {
 	}
 
 	// A second Up on the same dir must refuse.
-	if _, err := Up(ctx, Config{Dir: dir, Port: port + 10, Fast: true}); err == nil || !strings.Contains(err.Error(), "already holds a running sandbox") {
+	if _, err := Up(ctx, Config{Dir: dir, Port: port + 10, Fast: true, Flavor: os.Getenv("RECAST_TEST_FLAVOR")}); err == nil || !strings.Contains(err.Error(), "already holds a running sandbox") {
 		t.Fatalf("second Up: %v", err)
 	}
 	// A busy port is reported clearly.
-	if _, err := Up(ctx, Config{Dir: filepath.Join(t.TempDir(), "other"), Port: port, Fast: true}); !errors.Is(err, ErrPortInUse) {
+	if _, err := Up(ctx, Config{Dir: filepath.Join(t.TempDir(), "other"), Port: port, Fast: true, Flavor: os.Getenv("RECAST_TEST_FLAVOR")}); !errors.Is(err, ErrPortInUse) {
 		t.Fatalf("Up on busy port: %v", err)
 	}
 
@@ -111,13 +113,20 @@ func TestUpReplicateStatusDown(t *testing.T) {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
+	srv, err := flavor.Detect(ctx, primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := os.Getenv("RECAST_TEST_FLAVOR"); want != "" && !strings.HasPrefix(strings.ToLower(srv.String()), strings.ReplaceAll(want, "-", " ")) {
+		t.Fatalf("flavor %s asked for, server is %s", want, srv)
+	}
 	var pos string
-	if err := primary.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+	if err := primary.QueryRowContext(ctx, srv.GTIDExecutedQuery()).Scan(&pos); err != nil {
 		t.Fatal(err)
 	}
 	var res int
-	if err := replica.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 30)", pos).Scan(&res); err != nil || res != 0 {
-		t.Fatalf("MASTER_GTID_WAIT(%q): %d %v", pos, res, err)
+	if err := replica.QueryRowContext(ctx, srv.WaitGTIDQuery(), pos, 30).Scan(&res); err != nil || res != 0 {
+		t.Fatalf("%s(%q): %d %v", srv.WaitGTIDQuery(), pos, res, err)
 	}
 	var n int
 	var concat string

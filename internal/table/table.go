@@ -29,6 +29,7 @@ type Column struct {
 	Charset       string // empty for non-character columns
 	Collation     string
 	Generated     bool     // VIRTUAL or STORED generated column: never written
+	Virtual       bool     // VIRTUAL generated column: MariaDB 11.x leaves it out of FULL row images
 	AutoIncrement bool     // the table's AUTO_INCREMENT column
 	Elements      []string // ENUM / SET members in declaration order
 }
@@ -129,6 +130,7 @@ func (t *Table) loadColumns(ctx context.Context, q Querier) error {
 		}
 		extra = strings.ToUpper(extra)
 		c.Generated = strings.Contains(extra, "GENERATED")
+		c.Virtual = c.Generated && strings.Contains(extra, "VIRTUAL")
 		c.AutoIncrement = strings.Contains(extra, "AUTO_INCREMENT")
 		if c.DataType == "enum" || c.DataType == "set" {
 			c.Elements = parseElements(c.ColumnType)

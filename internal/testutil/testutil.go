@@ -11,6 +11,10 @@
 //	RECAST_TEST_KEEP=1  keep the sandbox after the run and print its dir
 //	                    (stop it with `recast sandbox down --dir DIR`)
 //	RECAST_TEST_LOG=1   log the sandbox's progress to stderr
+//	RECAST_TEST_FLAVOR  the server flavor, one of sandbox.Flavors (default
+//	                    mariadb-10.11, the installed MariaDB); fetched
+//	                    flavors missing from the cache are fetched first, and
+//	                    when that fails every test of the binary fails
 //
 // With -short (go test -short) no sandbox is started: only the tests that
 // need no server run, and those that call Sandbox (or NewSchema, DB, ...)
@@ -46,6 +50,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/recast-osc/recast/internal/flavor"
 	"github.com/recast-osc/recast/internal/sandbox"
 )
 
@@ -60,8 +65,9 @@ const (
 
 var (
 	current   *sandbox.Sandbox
-	primaryDB *sql.DB   // admin connection to the primary, no schema
-	replicaDB []*sql.DB // admin connections to the replicas
+	server    flavor.Server // the primary's flavor and version
+	primaryDB *sql.DB       // admin connection to the primary, no schema
+	replicaDB []*sql.DB     // admin connections to the replicas
 	schemaSeq atomic.Int64
 )
 
@@ -126,11 +132,14 @@ func Main(m *testing.M, replicas int) int {
 		}
 	}()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	sb, err := startSandbox(ctx, dir, replicas, log)
+	flv := Flavor()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	sb, err := startSandbox(ctx, dir, replicas, flv, log)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "testutil: start sandbox: %v\n", err)
+		// Loud: a flavor that cannot be fetched or started fails the run.
+		fmt.Fprintf(os.Stderr, "testutil: FAIL: cannot start a %s sandbox (RECAST_TEST_FLAVOR=%s): %v\n", flv, flv, err)
+		fmt.Printf("FAIL\ttestutil: no %s sandbox: %s\n", flv, strings.SplitN(err.Error(), "\n", 2)[0])
 		stop()
 		return 1
 	}
@@ -157,14 +166,14 @@ func Main(m *testing.M, replicas int) int {
 
 // startSandbox runs sandbox.Up on free ports, retrying when another process
 // grabs a port in between.
-func startSandbox(ctx context.Context, dir string, replicas int, log *slog.Logger) (*sandbox.Sandbox, error) {
+func startSandbox(ctx context.Context, dir string, replicas int, flv string, log *slog.Logger) (*sandbox.Sandbox, error) {
 	var lastErr error
 	for range 10 {
 		port, err := freePorts(replicas + 1)
 		if err != nil {
 			return nil, err
 		}
-		sb, err := sandbox.Up(ctx, sandbox.Config{Dir: dir, Port: port, Replicas: replicas, Fast: true, Logger: log})
+		sb, err := sandbox.Up(ctx, sandbox.Config{Dir: dir, Port: port, Replicas: replicas, Fast: true, Flavor: flv, Logger: log})
 		if err == nil {
 			return sb, nil
 		}
@@ -265,6 +274,11 @@ func openAdmin(sb *sandbox.Sandbox) error {
 	if primaryDB, err = openDB(sb.DSN(sb.Primary, ""), nil); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if server, err = flavor.Detect(ctx, primaryDB); err != nil {
+		return err
+	}
 	for _, r := range sb.Replicas {
 		db, err := openDB(sb.DSN(r, ""), nil)
 		if err != nil {
@@ -282,6 +296,22 @@ func closeAdmin() {
 	for _, db := range replicaDB {
 		db.Close()
 	}
+}
+
+// Flavor is the server flavor tests run on: RECAST_TEST_FLAVOR, or
+// sandbox.DefaultFlavor.
+func Flavor() string {
+	if f := os.Getenv("RECAST_TEST_FLAVOR"); f != "" {
+		return f
+	}
+	return sandbox.DefaultFlavor
+}
+
+// Server is the flavor and version of the sandbox's primary.
+func Server(t testing.TB) flavor.Server {
+	t.Helper()
+	Sandbox(t)
+	return server
 }
 
 // Sandbox returns the sandbox started by Main.
@@ -315,7 +345,31 @@ func NewSchema(t testing.TB) string {
 			t.Errorf("testutil: drop schema %s: %v", name, err)
 		}
 	})
+	if server.MySQL() {
+		for _, r := range seqRanges {
+			if _, err := primaryDB.ExecContext(ctx, seqView(name, r[0], r[1])); err != nil {
+				t.Fatalf("testutil: create seq_%d_to_%d in %s: %v", r[0], r[1], name, err)
+			}
+		}
+	}
 	return name
+}
+
+// seqRanges are the seq_FROM_TO tables of MariaDB's Sequence engine that the
+// tests use; on MySQL NewSchema creates views of the same name and content
+// (one column seq, ascending).
+var seqRanges = [][2]int{{0, 6}, {1, 10}, {1, 100}, {1, 500}, {1, 1000}, {1, 2000}, {1, 3000}, {1, 5000}, {1, 10000}, {1, 20000}, {1, 100000}}
+
+func seqView(schema string, from, to int) string {
+	digit := "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
+	var from_, expr []string
+	for i, mul := 0, 1; mul <= max(to, 1); i, mul = i+1, mul*10 {
+		from_ = append(from_, fmt.Sprintf("%s d%d", digit, i))
+		expr = append(expr, fmt.Sprintf("d%d.d*%d", i, mul))
+	}
+	v := strings.Join(expr, "+")
+	return fmt.Sprintf("CREATE VIEW %s.%s AS SELECT CAST(%s AS UNSIGNED) AS seq FROM %s WHERE %s BETWEEN %d AND %d ORDER BY seq",
+		QuoteIdent(schema), QuoteIdent(fmt.Sprintf("seq_%d_to_%d", from, to)), v, strings.Join(from_, " CROSS JOIN "), v, from, to)
 }
 
 func schemaName(testName string, seq int64) string {
@@ -366,7 +420,15 @@ func ReplicaDB(t testing.TB, i int, schema string) *sql.DB {
 
 func open(t testing.TB, sb *sandbox.Sandbox, inst sandbox.Instance, schema string) *sql.DB {
 	t.Helper()
-	db, err := openDB(sb.DSN(inst, schema), map[string]string{"time_zone": "'+00:00'"})
+	params := map[string]string{"time_zone": "'+00:00'"}
+	if server.MySQL() {
+		// MariaDB's default sql_mode, so that the tests' data (zero dates)
+		// is accepted alike; recast's own sessions set their own.
+		params["sql_mode"] = "'STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'"
+		// Live information_schema.TABLES statistics (AUTO_INCREMENT).
+		params["information_schema_stats_expiry"] = "0"
+	}
+	db, err := openDB(sb.DSN(inst, schema), params)
 	if err != nil {
 		t.Fatalf("testutil: open %s: %v", inst.Name, err)
 	}
@@ -401,13 +463,13 @@ func WaitReplicaCaughtUp(t testing.TB, i int) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitReplicaTimeout)
 	defer cancel()
 	var pos string
-	if err := primaryDB.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_binlog_pos").Scan(&pos); err != nil {
-		t.Fatalf("testutil: read primary gtid_binlog_pos: %v", err)
+	if err := primaryDB.QueryRowContext(ctx, server.GTIDExecutedQuery()).Scan(&pos); err != nil {
+		t.Fatalf("testutil: read primary GTID position: %v", err)
 	}
 	rdb := replicaDB[i]
 	for {
 		var res sql.NullInt64
-		err := rdb.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 1)", pos).Scan(&res)
+		err := rdb.QueryRowContext(ctx, server.WaitGTIDQuery(), pos, 1).Scan(&res)
 		if err == nil && res.Valid && res.Int64 == 0 {
 			return
 		}

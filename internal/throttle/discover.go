@@ -7,6 +7,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/recast-osc/recast/internal/flavor"
 )
 
 // OwnHostname is the host name recast's binlog connections register with
@@ -63,8 +65,14 @@ type slaveHost struct {
 	Port     int
 }
 
+// slaveHosts lists the registered replicas: SHOW SLAVE HOSTS on MariaDB,
+// SHOW REPLICAS on MySQL (flavor.ReplicaHostsQuery; same columns).
 func slaveHosts(ctx context.Context, db *sql.DB) ([]slaveHost, error) {
-	rows, err := db.QueryContext(ctx, "SHOW SLAVE HOSTS")
+	srv, err := flavor.Detect(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.QueryContext(ctx, srv.ReplicaHostsQuery())
 	if err != nil {
 		return nil, err
 	}
