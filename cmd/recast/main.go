@@ -86,6 +86,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.StringVar(&o.Alter, "alter", "", `the ALTER TABLE body, e.g. "ADD COLUMN c INT, ADD INDEX (c)"`)
 	fs.BoolVar(&o.Execute, "execute", false, "run the migration (without it: dry run, print the plan)")
 	fs.BoolVar(&o.DropOldTable, "drop-old-table", false, "drop the original table after the cut-over instead of keeping it as _T_old")
+	fs.BoolVar(&o.ExperimentalMySQL, "experimental-mysql", false, "migrate on MySQL despite its known differences (testing only; see README, Supported servers)")
 	fs.BoolVar(&o.Resume, "resume", false, "continue an interrupted migration from its checkpoint (same --alter)")
 	fs.DurationVar(&o.CheckpointInterval, "checkpoint-interval", o.CheckpointInterval, "how often progress is saved for --resume")
 	fs.BoolVar(&o.Checksum, "checksum", o.Checksum, "compare old and new table before the cut-over (--checksum=false skips it)")

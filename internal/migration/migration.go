@@ -3,6 +3,7 @@ package migration
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -85,6 +86,14 @@ type CutOverReport struct {
 
 // Run runs the migration described by opts: a dry run (inspect and plan)
 // unless opts.Execute.
+// ErrMySQLUnsupported: on MySQL the migrated table can still differ from
+// what the server's own ALTER would produce (JSON values the applier writes
+// from the binlog are not in MySQL's canonical form; some conversions fail in
+// the applier; reading the processlist can fail with error 3854 and stop
+// cut-overs), so recast refuses there before touching anything.
+// --experimental-mysql lifts the refusal (for testing recast, not for data).
+var ErrMySQLUnsupported = errors.New("recast does not migrate tables on MySQL yet: rows written from the binlog can differ from the server's own ALTER (JSON values, some type conversions) and the cut-over can fail reading the processlist; nothing was touched. Use MariaDB 10.11 or 11.x, or pass --experimental-mysql to test recast itself (not with data you need)")
+
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -98,6 +107,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	opts.Conn = conn
+	if conn.Server.MySQL() && !opts.ExperimentalMySQL {
+		return nil, ErrMySQLUnsupported
+	}
 	db, err := dbconn.Open(ctx, opts.Conn)
 	if err != nil {
 		return nil, err

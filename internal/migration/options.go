@@ -23,6 +23,9 @@ type Options struct {
 	Table    string
 	Alter    string
 	Execute  bool
+	// ExperimentalMySQL lets recast migrate on MySQL, where known
+	// differences remain (ErrMySQLUnsupported).
+	ExperimentalMySQL bool
 
 	DropOldTable bool
 	// Checksum compares old and new table before the cut-over (and repairs).
