@@ -343,6 +343,7 @@ func (s *Stream) handle(be *replication.BinlogEvent) (Event, bool, error) {
 			return e, true, nil
 		case queryDML:
 			return Event{}, false, fmt.Errorf("%w: %q (default schema %q) after %s", ErrStatementDML, q, ev.Schema, s.boundary)
+		case queryOther: // below: it may end the group
 		}
 		// Inside BEGIN ... COMMIT only COMMIT or ROLLBACK ends the group
 		// (XA END, SAVEPOINT do not); a statement without BEGIN is a group

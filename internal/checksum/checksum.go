@@ -180,7 +180,7 @@ func (c *checker) buildExprs() {
 		g := c.cfg.GhostColumns[i]
 		sc := c.cfg.Source.Columns[c.cfg.Source.ColumnIndex(s)]
 		gc := c.cfg.Ghost.Columns[c.cfg.Ghost.ColumnIndex(g)]
-		if !comparable(sc, gc) {
+		if !comparableTypes(sc, gc) {
 			se, ge, ok := convertedExprs(s, g, sc, gc)
 			if !ok {
 				c.skipped = append(c.skipped, s)
@@ -318,8 +318,8 @@ func convertedExprs(sname, gname string, s, g table.Column) (se, ge string, ok b
 	return se, "CONVERT(" + gq + " USING utf8mb4)", true
 }
 
-// comparable reports whether the text of a value is the same in both column types.
-func comparable(s, g table.Column) bool {
+// comparableTypes reports whether the text of a value is the same in both column types.
+func comparableTypes(s, g table.Column) bool {
 	if s.ColumnType == g.ColumnType {
 		return true
 	}

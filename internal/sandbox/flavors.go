@@ -91,7 +91,7 @@ func findFlavor(ctx context.Context, flavor string) (binaries, error) {
 			continue
 		}
 		if _, err := os.Stat(p); err != nil {
-			return binaries{}, fmt.Errorf("sandbox: %w: %s: %v (refetch with FORCE=1 scripts/fetch-flavor.sh %s)", ErrFlavorMissing, flavor, err, flavor)
+			return binaries{}, fmt.Errorf("sandbox: %w: %s: %w (refetch with FORCE=1 scripts/fetch-flavor.sh %s)", ErrFlavorMissing, flavor, err, flavor)
 		}
 	}
 	return b, nil
@@ -101,13 +101,13 @@ func findFlavor(ctx context.Context, flavor string) (binaries, error) {
 func fetchFlavor(ctx context.Context, flavor string) error {
 	script, err := findFetchScript()
 	if err != nil {
-		return fmt.Errorf("sandbox: %w: %s is not in the flavor cache and %v; run scripts/fetch-flavor.sh %s in the recast repository",
+		return fmt.Errorf("sandbox: %w: %s is not in the flavor cache and %w; run scripts/fetch-flavor.sh %s in the recast repository",
 			ErrFlavorMissing, flavor, err, flavor)
 	}
 	cmd := exec.CommandContext(ctx, "bash", script, flavor)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("sandbox: %w: %s %s failed: %v\n%s", ErrFlavorMissing, script, flavor, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("sandbox: %w: %s %s failed: %w\n%s", ErrFlavorMissing, script, flavor, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

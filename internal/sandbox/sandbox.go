@@ -205,7 +205,7 @@ func Up(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 		defer mu.Unlock()
 		// SIGKILL right away: the data is throwaway, and a mariadbd still
 		// initialising may not act on SIGTERM until it is up.
-		stopAll(context.WithoutCancel(ctx), started, log, true)
+		_ = stopAll(context.WithoutCancel(ctx), started, log, true) // best effort: the start failed already
 		for _, inst := range sb.Instances() {
 			if filepath.Dir(inst.Socket) != filepath.Dir(inst.DataDir) {
 				os.Remove(inst.Socket)
@@ -476,7 +476,7 @@ func socketPath(instDir string) string {
 func checkPortFree(port int) error {
 	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
-		return fmt.Errorf("%w (%v)", ErrPortInUse, err)
+		return fmt.Errorf("%w (%w)", ErrPortInUse, err)
 	}
 	return l.Close()
 }
@@ -603,6 +603,7 @@ func serverArgs(bins binaries, inst Instance, replica, fast bool) []string {
 // /dev/null). done receives the exit once the process ends; a goroutine
 // reaps it for as long as this process lives.
 func startServer(bins binaries, inst Instance, replica, fast bool) (pid int, done <-chan error, err error) {
+	//nolint:noctx // the server outlives every context of this process: it is detached and stopped by pid
 	cmd := exec.Command(bins.server, serverArgs(bins, inst, replica, fast)...)
 	cmd.Dir = filepath.Dir(inst.DataDir)
 	cmd.SysProcAttr = detachedAttr()
@@ -639,7 +640,7 @@ func waitReady(ctx context.Context, inst Instance, mysqlFlavor bool, exited <-ch
 		select {
 		case werr := <-exited:
 			logTail := errorLogTail(inst)
-			err := fmt.Errorf("sandbox: mariadbd for %s exited during startup (%v); tail of %s:\n%s",
+			err := fmt.Errorf("sandbox: mariadbd for %s exited during startup (%w); tail of %s:\n%s",
 				inst.Name, werr, errorLogPath(inst), logTail)
 			if strings.Contains(logTail, "Address already in use") {
 				err = fmt.Errorf("%w: %w", ErrPortInUse, err)
@@ -649,7 +650,7 @@ func waitReady(ctx context.Context, inst Instance, mysqlFlavor bool, exited <-ch
 			if parent.Err() != nil {
 				return fmt.Errorf("sandbox: waiting for %s to start: %w", inst.Name, parent.Err())
 			}
-			return fmt.Errorf("sandbox: %s on port %d not ready after %s (last error: %v); tail of %s:\n%s",
+			return fmt.Errorf("sandbox: %s on port %d not ready after %s (last error: %w); tail of %s:\n%s",
 				inst.Name, inst.Port, readyTimeout, lastErr, errorLogPath(inst), errorLogTail(inst))
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -930,11 +931,13 @@ func errorLogTail(inst Instance) string {
 		return "(" + err.Error() + ")"
 	}
 	defer f.Close()
-	const max = 8 << 10
-	if fi, err := f.Stat(); err == nil && fi.Size() > max {
-		f.Seek(fi.Size()-max, 0)
+	const tailBytes = 8 << 10
+	if fi, err := f.Stat(); err == nil && fi.Size() > tailBytes {
+		if _, err := f.Seek(fi.Size()-tailBytes, 0); err != nil {
+			return "(" + err.Error() + ")"
+		}
 	}
-	b := make([]byte, max)
+	b := make([]byte, tailBytes)
 	n, _ := f.Read(b)
 	return tail(string(b[:n]), 20)
 }

@@ -155,7 +155,9 @@ func Main(m *testing.M, replicas int) int {
 
 	closeAdmin()
 	if keep {
-		os.WriteFile(filepath.Join(root, keepFile), nil, 0o644)
+		if err := os.WriteFile(filepath.Join(root, keepFile), nil, 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "testutil: mark the sandbox kept: %v\n", err)
+		}
 		fmt.Fprintf(os.Stderr, "testutil: RECAST_TEST_KEEP=1: keeping sandbox in %s (primary %s, user %s/%s); stop it with: recast sandbox down --dir %s\n",
 			dir, sb.Primary.Addr(), sb.User, sb.Password, dir)
 		return code
@@ -391,8 +393,8 @@ func schemaName(testName string, seq int64) string {
 	var rnd [2]byte
 	rand.Read(rnd[:])
 	suffix := fmt.Sprintf("_%d_%s", seq, hex.EncodeToString(rnd[:]))
-	if max := 64 - len(suffix); len(base) > max {
-		base = strings.TrimRight(base[:max], "_")
+	if maxLen := 64 - len(suffix); len(base) > maxLen {
+		base = strings.TrimRight(base[:maxLen], "_")
 	}
 	return base + suffix
 }
@@ -566,12 +568,7 @@ func defaultOrder(ctx context.Context, db *sql.DB, schema, table string) (string
 		return strings.Join(cols, ", "), nil
 	}
 	// No primary key: order by every column SELECT * returns.
-	r, err := db.QueryContext(ctx, fmt.Sprintf("SELECT * FROM %s.%s LIMIT 0", QuoteIdent(schema), QuoteIdent(table)))
-	if err != nil {
-		return "", err
-	}
-	all, err := r.Columns()
-	r.Close()
+	all, err := columnNames(ctx, db, schema, table)
 	if err != nil {
 		return "", err
 	}
@@ -584,4 +581,18 @@ func defaultOrder(ctx context.Context, db *sql.DB, schema, table string) (string
 		pos[i] = strconv.Itoa(i + 1)
 	}
 	return strings.Join(pos, ", "), nil
+}
+
+// columnNames returns the columns SELECT * returns for schema.table.
+func columnNames(ctx context.Context, db *sql.DB, schema, table string) ([]string, error) {
+	r, err := db.QueryContext(ctx, fmt.Sprintf("SELECT * FROM %s.%s LIMIT 0", QuoteIdent(schema), QuoteIdent(table)))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	cols, err := r.Columns()
+	if err != nil {
+		return nil, err
+	}
+	return cols, r.Err()
 }
