@@ -141,6 +141,20 @@ func seconds(d time.Duration) int {
 	return s
 }
 
+// OpenLazy opens a pool without connecting: the first statement connects
+// (a replica that cannot be reached is then reported where it is used).
+func OpenLazy(c Config) (*sql.DB, error) {
+	db, err := sql.Open("mysql", c.DSN())
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s:%d: %w", c.Host, c.Port, err)
+	}
+	if c.MaxOpen > 0 {
+		db.SetMaxOpenConns(c.MaxOpen)
+		db.SetMaxIdleConns(c.MaxOpen)
+	}
+	return db, nil
+}
+
 // Open opens a pool and checks that the server answers. When c.Server is
 // unset it probes the server first (see Probe).
 func Open(ctx context.Context, c Config) (*sql.DB, error) {

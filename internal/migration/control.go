@@ -381,13 +381,7 @@ func replicaDB(conn dbconn.Config, addr string) (*sql.DB, error) {
 		return nil, err
 	}
 	conn.Host, conn.Port, conn.Schema, conn.MaxOpen = host, port, "", 2
-	db, err := sql.Open("mysql", conn.DSN())
-	if err != nil {
-		return nil, err
-	}
-	db.SetMaxOpenConns(2)
-	db.SetMaxIdleConns(2)
-	return db, nil
+	return dbconn.OpenLazy(conn)
 }
 
 // checkLoadNames fails when a --max-load/--critical-load variable is not a
