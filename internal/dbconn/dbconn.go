@@ -97,8 +97,12 @@ func (c Config) DSN() string {
 		cfg.Params["information_schema_stats_expiry"] = "0"
 	}
 	// Every warning of a statement is kept, so that a copy chunk's can all
-	// be examined (the default keeps 64).
-	cfg.Params["max_error_count"] = strconv.Itoa(MaxErrorCount)
+	// be examined (the default keeps 64). MariaDB only: MySQL needs
+	// SESSION_VARIABLES_ADMIN to set it (1227), keeps 1024 by default, and
+	// the copier refuses a chunk with more warnings than were kept.
+	if c.Server.Major > 0 && !c.Server.MySQL() {
+		cfg.Params["max_error_count"] = strconv.Itoa(MaxErrorCount)
+	}
 	for k, v := range c.SetVars {
 		cfg.Params[k] = v
 	}
