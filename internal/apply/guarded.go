@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/recast-osc/recast/internal/dbconn"
@@ -214,7 +215,7 @@ func (a *Applier) uniqueWhere(u Unique, image []any) (string, []any, bool) {
 	var conds []string
 	var args []any
 	for _, c := range u.Columns {
-		i := indexOf(a.cfg.GhostColumns, c)
+		i := slices.Index(a.cfg.GhostColumns, c)
 		if i < 0 {
 			return "", nil, false
 		}
@@ -234,7 +235,7 @@ func (a *Applier) uniqueWhere(u Unique, image []any) (string, []any, bool) {
 func (a *Applier) renderGhostExpr() string {
 	parts := make([]string, len(a.cfg.GhostColumns))
 	for i, c := range a.cfg.GhostColumns {
-		parts[i] = "CONCAT(" + quoteString(c+"=") + ", QUOTE(" + table.QuoteIdent(c) + "))"
+		parts[i] = "CONCAT(" + dbconn.QuoteString(c+"=") + ", QUOTE(" + table.QuoteIdent(c) + "))"
 	}
 	return "CONCAT_WS(', ', " + strings.Join(parts, ", ") + ")"
 }
@@ -265,17 +266,4 @@ func (a *Applier) batchLen(ops []op) int {
 		n++
 	}
 	return n
-}
-
-func indexOf(xs []string, x string) int {
-	for i, y := range xs {
-		if y == x {
-			return i
-		}
-	}
-	return -1
-}
-
-func quoteString(s string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
 }

@@ -166,13 +166,9 @@ func Open(ctx context.Context, c Config) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("mysql", c.DSN())
+	db, err := OpenLazy(c)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s:%d: %w", c.Host, c.Port, err)
-	}
-	if c.MaxOpen > 0 {
-		db.SetMaxOpenConns(c.MaxOpen)
-		db.SetMaxIdleConns(c.MaxOpen)
+		return nil, err
 	}
 	db.SetConnMaxLifetime(time.Hour)
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)

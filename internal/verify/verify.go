@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -431,7 +432,7 @@ func (v *Verifier) conflicting(ctx context.Context, q table.Querier, key []any) 
 		var conds []string
 		ok := true
 		for _, c := range u.Columns {
-			i := indexOf(v.cfg.GhostColumns, c)
+			i := slices.Index(v.cfg.GhostColumns, c)
 			if i < 0 {
 				ok = false
 				break
@@ -490,7 +491,7 @@ func firstKey(ctx context.Context, q table.Querier, query string, n int, args []
 func (v *Verifier) renderSource(ctx context.Context, q table.Querier, key []any) (string, error) {
 	parts := make([]string, len(v.cfg.SourceColumns))
 	for i, c := range v.cfg.SourceColumns {
-		parts[i] = "CONCAT(" + quoteString(c+"=") + ", QUOTE(" + table.QuoteIdent(c) + "))"
+		parts[i] = "CONCAT(" + dbconn.QuoteString(c+"=") + ", QUOTE(" + table.QuoteIdent(c) + "))"
 	}
 	var s string
 	err := q.QueryRowContext(ctx, dbconn.Tag+"SELECT CONCAT_WS(', ', "+strings.Join(parts, ", ")+") FROM "+
@@ -512,19 +513,6 @@ func tupleEq(cols []string) string {
 		parts[i] = table.QuoteIdent(c) + " = ?"
 	}
 	return strings.Join(parts, " AND ")
-}
-
-func indexOf(xs []string, x string) int {
-	for i, y := range xs {
-		if y == x {
-			return i
-		}
-	}
-	return -1
-}
-
-func quoteString(s string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
 }
 
 func renderKey(k []any) string {
