@@ -93,21 +93,13 @@ func SharedKey(source, ghost *table.Table, pairs []ColumnPair) (src, gh []string
 	}
 	ghostKeys := ghost.IdentifyingKeys()
 	for _, k := range source.IdentifyingKeys() {
-		src, gh = src[:0], gh[:0]
-		for _, c := range k.Columns {
-			g, ok := toGhost[strings.ToLower(c)]
-			if !ok {
-				break
-			}
-			src = append(src, source.Columns[source.ColumnIndex(c)].Name)
-			gh = append(gh, g)
-		}
-		if len(gh) != len(k.Columns) {
+		ks, kg, ok := mapKey(source, toGhost, k.Columns)
+		if !ok {
 			continue
 		}
 		for _, gk := range ghostKeys {
-			if sameSet(gk.Columns, gh) {
-				return src, gh, nil
+			if sameSet(gk.Columns, kg) {
+				return ks, kg, nil
 			}
 		}
 	}
@@ -117,24 +109,30 @@ func SharedKey(source, ghost *table.Table, pairs []ColumnPair) (src, gh []string
 	// (ApplyKey), which is unique in the old table too (it contains a
 	// unique key).
 	for _, k := range source.IdentifyingKeys() {
-		src, gh = src[:0], gh[:0]
-		for _, c := range k.Columns {
-			g, ok := toGhost[strings.ToLower(c)]
-			if !ok {
-				break
-			}
-			src = append(src, source.Columns[source.ColumnIndex(c)].Name)
-			gh = append(gh, g)
-		}
-		if len(gh) != len(k.Columns) {
+		ks, kg, ok := mapKey(source, toGhost, k.Columns)
+		if !ok {
 			continue
 		}
-		if as, _ := ApplyKey(source, ghost, pairs, src, gh); as != nil {
-			return src, gh, nil
+		if as, _ := ApplyKey(source, ghost, pairs, ks, kg); as != nil {
+			return ks, kg, nil
 		}
 	}
 	return nil, nil, newErr(errNoSharedKeyCause,
 		"add one first (with a plain ALTER TABLE), or change the ALTER so that the new table keeps a unique key of the old one")
+}
+
+// mapKey maps a source key's columns to ghost columns; ok is false when a
+// column is not carried over.
+func mapKey(source *table.Table, toGhost map[string]string, cols []string) (src, gh []string, ok bool) {
+	for _, c := range cols {
+		g, mapped := toGhost[strings.ToLower(c)]
+		if !mapped {
+			return nil, nil, false
+		}
+		src = append(src, source.Columns[source.ColumnIndex(c)].Name)
+		gh = append(gh, g)
+	}
+	return src, gh, true
 }
 
 // ApplyKey returns the key that identifies rows in the new table for the
