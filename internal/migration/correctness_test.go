@@ -66,20 +66,7 @@ func runRandomized(t *testing.T, seed int64, c alterCase, applyThreads, copyThre
 	for old := range c.renamed {
 		cfg.Frozen = append(cfg.Frozen, old)
 	}
-	if err := workload.CreateTable(ctx, db, cfg); err != nil {
-		t.Fatal(err)
-	}
-	sh, err := workload.Prepare(ctx, db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	load := workload.Start(ctx, db, cfg, sh)
-	stopped := false
-	defer func() {
-		if !stopped {
-			load.Stop()
-		}
-	}()
+	sh, load := startLoad(ctx, t, db, cfg)
 	time.Sleep(300 * time.Millisecond) // changes before the copy starts too
 
 	o := testOptions(t, schema, "wl", c.alter)
@@ -92,7 +79,6 @@ func runRandomized(t *testing.T, seed int64, c alterCase, applyThreads, copyThre
 	}
 	time.Sleep(300 * time.Millisecond) // and after the cut-over
 	st := load.Stop()
-	stopped = true
 	t.Logf("alter %q: %d rows copied, %d changes applied (%d rows written), cut-over %d attempt(s) locked %s; load %s",
 		c.alter, res.CopiedRows, res.Applied, res.AppliedRows, res.CutOver.Attempts, res.CutOver.LockedFor, st)
 	if st.Committed == 0 || res.Applied == 0 {

@@ -1,10 +1,14 @@
 package migration
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
+	"testing"
+
+	"github.com/recast-osc/recast/internal/workload"
 )
 
 // queryIDs returns the first column (an id) of every row of q.
@@ -39,4 +43,21 @@ func removeRecastBinary() {
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
 	}
+}
+
+// startLoad creates the workload table of cfg, fills it and starts its
+// writers; they are stopped when the test ends (Stop may be called earlier:
+// it is idempotent and returns the counts).
+func startLoad(ctx context.Context, t *testing.T, db *sql.DB, cfg workload.Config) (*workload.Shadow, *workload.Load) {
+	t.Helper()
+	if err := workload.CreateTable(ctx, db, cfg); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := workload.Prepare(ctx, db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := workload.Start(ctx, db, cfg, sh)
+	t.Cleanup(func() { load.Stop() })
+	return sh, load
 }

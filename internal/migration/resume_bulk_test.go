@@ -25,20 +25,7 @@ func TestResumeAfterBulkUpdates(t *testing.T) {
 	schema := testutil.NewSchema(t)
 	db := testutil.DB(t, schema)
 	cfg := workload.Config{Schema: schema, Table: "wl", Writers: 4, Rows: 12000, Seed: 7, OpsPerSec: 200, BulkEvery: 100, BulkRows: 1000}
-	if err := workload.CreateTable(ctx, db, cfg); err != nil {
-		t.Fatal(err)
-	}
-	sh, err := workload.Prepare(ctx, db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	load := workload.Start(ctx, db, cfg, sh)
-	stopped := false
-	defer func() {
-		if !stopped {
-			load.Stop()
-		}
-	}()
+	sh, load := startLoad(ctx, t, db, cfg)
 	o := testOptions(t, schema, "wl", "ADD COLUMN note INT NULL")
 	o.CheckpointInterval = 200 * time.Millisecond
 	// The killed runs cannot finish: their cut-over is postponed (the kill
@@ -67,7 +54,6 @@ func TestResumeAfterBulkUpdates(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	st := load.Stop()
-	stopped = true
 	t.Logf("resumed: %d rows copied, %d changes applied; load %s", res.CopiedRows, res.Applied, st)
 	if st.NoSuchTable != 0 || st.OtherErrors != 0 {
 		t.Errorf("application errors: %s", st)

@@ -141,20 +141,7 @@ func runKillResume(t *testing.T, c resumeCase) {
 	db := testutil.DB(t, schema)
 	rows := c.rows
 	cfg := workload.Config{Schema: schema, Table: "wl", Writers: 4, Rows: rows, Seed: 42, OpsPerSec: 400}
-	if err := workload.CreateTable(ctx, db, cfg); err != nil {
-		t.Fatal(err)
-	}
-	sh, err := workload.Prepare(ctx, db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	load := workload.Start(ctx, db, cfg, sh)
-	stopped := false
-	defer func() {
-		if !stopped {
-			load.Stop()
-		}
-	}()
+	sh, load := startLoad(ctx, t, db, cfg)
 
 	o := testOptions(t, schema, "wl", "ADD COLUMN note INT NULL")
 	k := startRecast(t, o, c.pauseAt, "--max-chunk-rows", "100", "--threads", "1", "--chunk-time", "20ms")
@@ -195,7 +182,6 @@ func runKillResume(t *testing.T, c resumeCase) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	st := load.Stop()
-	stopped = true
 	t.Logf("resumed: %d rows copied, %d changes applied, checksum %+v; load %s", res.CopiedRows, res.Applied, res.Checksum, st)
 	if st.NoSuchTable != 0 || st.OtherErrors != 0 {
 		t.Errorf("application errors: %s", st)
@@ -223,20 +209,7 @@ func TestResumeRefusalKeepsHelpers(t *testing.T) {
 	db := testutil.DB(t, schema)
 	const rows = 5000
 	cfg := workload.Config{Schema: schema, Table: "wl", Writers: 2, Rows: rows, Seed: 7, OpsPerSec: 200}
-	if err := workload.CreateTable(ctx, db, cfg); err != nil {
-		t.Fatal(err)
-	}
-	sh, err := workload.Prepare(ctx, db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	load := workload.Start(ctx, db, cfg, sh)
-	stopped := false
-	defer func() {
-		if !stopped {
-			load.Stop()
-		}
-	}()
+	sh, load := startLoad(ctx, t, db, cfg)
 	o := testOptions(t, schema, "wl", "ADD COLUMN note INT NULL")
 	k := startRecast(t, o, "caught-up", "--max-chunk-rows", "100", "--threads", "1")
 	select {
@@ -333,7 +306,6 @@ func TestResumeRefusalKeepsHelpers(t *testing.T) {
 		t.Fatalf("resume: %v", err)
 	}
 	st := load.Stop()
-	stopped = true
 	if st.NoSuchTable != 0 || st.OtherErrors != 0 {
 		t.Errorf("application errors: %s", st)
 	}
