@@ -8,13 +8,23 @@
 #                [--idle-repeat N] [--max-tps N] [--resume DIR] [--keep-sandbox]
 #                [--recast-src auto|worktree|REV] [--recast-bin PATH]
 #                [--recast-variant NAME='FLAGS' ...]
+#                [--flavor mariadb-10.11|mariadb-11.8|mysql-9.7]
 #
 # Everything runs on a sandbox (primary 127.0.0.1:14306, replica :14307,
-# .sandbox/bench) that is started here and removed at the end. Raw logs go to
+# .sandbox/bench; BENCH_PORT moves both; --flavor picks the server, default
+# mariadb-10.11) that is started here and removed at the end. A complete run
+# on another flavor writes bench/RESULTS-<flavor>.md. On mysql-9.7 the
+# replica is read with SHOW REPLICA STATUS and waited for with
+# WAIT_FOR_EXECUTED_GTID_SET, it applies serially (replica_parallel_workers=1
+# unless BENCH_REPLICA_THREADS says otherwise), and pt-online-schema-change
+# is left out when older than 3.6 (Debian 12's 3.2.1 uses statements MySQL 8.4
+# removed; the report says so). Raw logs go to
 # bench/out/<timestamp>/ (one directory per run: the tool's log, sysbench's
 # per-second log, the heartbeat lag samples, timings). A complete run (all
-# loads, all four tools) overwrites bench/RESULTS.md; a partial one writes
-# bench/out/<timestamp>/RESULTS.md. --recast-variant NAME='FLAGS' adds a tool
+# loads, all tools, ≥ 1M rows) overwrites bench/RESULTS.md; others write
+# bench/out/<timestamp>/RESULTS.md. recast runs twice: `recast` (the default,
+# lock-free copy) and `recast-share` (`--copy-lock=share`, the locking copy).
+# --recast-variant NAME='FLAGS' adds a tool
 # recast-NAME: recast with extra flags (e.g. nochecksum='--checksum=false'),
 # run wherever recast runs. --resume DIR continues an interrupted
 # run in DIR: finished runs are kept, the rates measured then are reused.
@@ -29,12 +39,13 @@ export PATH="$PATH:/usr/sbin:/usr/local/go/bin"
 
 ROWS=1000000
 ONLY=idle,light,heavy
-ALL_TOOLS=native-inplace,native-copy,ptosc,recast
+ALL_TOOLS=native-inplace,native-copy,ptosc,recast,recast-share
 TOOLS=$ALL_TOOLS
 IDLE_REPEAT=3
 MAX_TPS=""
 RESUME=""
 KEEP_SANDBOX=0
+FLAVOR=mariadb-10.11
 PORT=${BENCH_PORT:-14306}
 RPORT=$((PORT + 1))
 SB_DIR=.sandbox/bench
@@ -49,13 +60,13 @@ TOOL_TIMEOUT=${BENCH_TOOL_TIMEOUT:-20m}
 RECAST_FLAGS=${RECAST_FLAGS:-}   # extra recast migrate flags (recorded)
 RECAST_SRC=auto  # auto: working tree, else the newest commit that builds
 RECAST_BIN=""
-declare -A VARIANTS=()
+declare -A VARIANTS=([share]=--copy-lock=share) # recast-share: the locking copy, next to the lock-free default
 VARIANT_NAMES=""
 QUIET_MAX=${BENCH_QUIET_MAX:-30}         # wait before a run until the machine is at most this % busy...
 QUIET_TIMEOUT=${BENCH_QUIET_TIMEOUT:-30} # ...but no longer than this (s); 0: do not wait
 NICE=${BENCH_NICE:-}     # nice value of the bench and everything it starts (default: -10 as root)
 MIN_FREE_GB=${BENCH_MIN_FREE_GB:-8}
-REPLICA_THREADS=${BENCH_REPLICA_THREADS:-0} # slave_parallel_threads on the replica (0: the sandbox default, serial)
+REPLICA_THREADS=${BENCH_REPLICA_THREADS:-0} # slave_parallel_threads (MySQL: replica_parallel_workers) on the replica (0: serial)
 USER_=recast
 PASS=recast
 DB=sbtest
@@ -72,6 +83,7 @@ while [ $# -gt 0 ]; do
 	--max-tps) MAX_TPS=$2; shift 2 ;;
 	--resume) RESUME=$2; shift 2 ;;
 	--keep-sandbox) KEEP_SANDBOX=1; shift ;;
+	--flavor) FLAVOR=$2; shift 2 ;;
 	--recast-src) RECAST_SRC=$2; shift 2 ;;
 	--recast-bin) RECAST_BIN=$2; shift 2 ;;
 	--recast-variant)
@@ -91,6 +103,14 @@ note() { printf '[%s] %s\n' "$(ts)" "$*"; }
 die() { printf '\033[31m[%s] bench: %s\033[0m\n' "$(ts)" "$*" >&2; exit 1; }
 now_ms() { date +%s%3N; }
 
+IS_MYSQL=0
+case $FLAVOR in
+mariadb-10.11 | mariadb-11.8) ;;
+mysql-9.7) IS_MYSQL=1 ;;
+*) die "--flavor: unknown flavor $FLAVOR (mariadb-10.11, mariadb-11.8, mysql-9.7)" ;;
+esac
+RESULTS_MD=$ROOT/bench/RESULTS.md
+[ "$FLAVOR" = mariadb-10.11 ] || RESULTS_MD=$ROOT/bench/RESULTS-$FLAVOR.md
 for l in ${ONLY//,/ }; do
 	case $l in idle | light | heavy) ;; *) die "--only: unknown load $l (idle, light, heavy)" ;; esac
 done
@@ -98,17 +118,48 @@ for t in ${TOOLS//,/ }; do
 	case $t in native-inplace | native-copy | ptosc | recast | recast-*) ;; *) die "--tools: unknown tool $t ($ALL_TOOLS)" ;; esac
 done
 has() { [[ ",$1," == *",$2,"* ]]; } # has LIST ITEM
+# On MySQL 8.4+ pt-online-schema-change before 3.6 fails (SHOW SLAVE STATUS,
+# SHOW SLAVE HOSTS, ... are gone): it is left out and the report says why.
+PTOSC_WHY=""
+if [ "$IS_MYSQL" = 1 ]; then
+	PTOSC_VERSION=$(pt-online-schema-change --version 2>/dev/null | awk '{print $2}') || PTOSC_VERSION=""
+	if [ -z "$PTOSC_VERSION" ]; then
+		PTOSC_WHY="not run on $FLAVOR: pt-online-schema-change is not installed"
+	elif [ "$(printf '%s\n' "$PTOSC_VERSION" 3.6.0 | sort -V | head -1)" != 3.6.0 ]; then
+		PTOSC_WHY="not run on $FLAVOR: pt-online-schema-change $PTOSC_VERSION uses statements MySQL 8.4 removed"
+	fi
+fi
+if [ -n "$PTOSC_WHY" ] && has "$TOOLS" ptosc; then
+	[ "$TOOLS" = "$ALL_TOOLS" ] || note "--tools: ptosc left out ($PTOSC_WHY)"
+	with=""
+	for t in ${TOOLS//,/ }; do
+		[ "$t" = ptosc ] || with+=",$t"
+	done
+	TOOLS=${with#,}
+	[ -n "$TOOLS" ] || die "--tools: nothing left to run ($PTOSC_WHY)"
+fi
 # Variants run right after recast, wherever recast runs.
 if [ -n "$VARIANT_NAMES" ]; then
 	has "$TOOLS" recast || TOOLS+=",recast"
-	TOOLS=${TOOLS//recast/recast$VARIANT_NAMES}
+	with=""
+	for t in ${TOOLS//,/ }; do
+		has "$VARIANT_NAMES" "$t" && continue
+		with+=",$t"
+		[ "$t" = recast ] && with+=$VARIANT_NAMES
+	done
+	TOOLS=${with#,}
 fi
 
 # --- prerequisites ------------------------------------------------------------------
 need=()
-command -v mariadbd >/dev/null 2>&1 || need+=(mariadb-server mariadb-client)
+if [ "$IS_MYSQL" = 1 ]; then
+	# the server comes from scripts/fetch-flavor.sh; the harness's client is MariaDB's
+	command -v mariadb >/dev/null 2>&1 || command -v mysql >/dev/null 2>&1 || need+=(mariadb-client)
+else
+	command -v mariadbd >/dev/null 2>&1 || need+=(mariadb-server mariadb-client)
+fi
 command -v sysbench >/dev/null 2>&1 || need+=(sysbench)
-command -v pt-online-schema-change >/dev/null 2>&1 || need+=(percona-toolkit)
+[ "$IS_MYSQL" = 1 ] || command -v pt-online-schema-change >/dev/null 2>&1 || need+=(percona-toolkit)
 if [ ${#need[@]} -gt 0 ]; then
 	[ "$(id -u)" -eq 0 ] || die "missing ${need[*]}; install them (apt-get install ${need[*]})"
 	say "installing ${need[*]}"
@@ -266,12 +317,15 @@ if [ -e "$SB_DIR/sandbox.json" ]; then
 fi
 say "starting the sandbox: primary 127.0.0.1:$PORT, replica 127.0.0.1:$RPORT"
 SANDBOX_UP=1
-"$RECAST" sandbox up --dir "$SB_DIR" --port "$PORT" --replicas 1 --quiet >"$OUT/sandbox.txt"
+"$RECAST" sandbox up --dir "$SB_DIR" --port "$PORT" --replicas 1 --flavor "$FLAVOR" --quiet >"$OUT/sandbox.txt"
 for p in "$PORT" "$RPORT"; do
 	# both instances: the table and the copy being built fit in memory
 	sql "$p" -e "SET GLOBAL innodb_buffer_pool_size = $(numfmt --from=iec "$BUFFER_POOL")"
 done
-if [ "$REPLICA_THREADS" -gt 0 ]; then
+if [ "$IS_MYSQL" = 1 ]; then
+	# MySQL's default is 4 workers; serial is 1 (0 is no longer accepted: it becomes 1)
+	sql "$RPORT" -e "STOP REPLICA; SET GLOBAL replica_parallel_workers = $((REPLICA_THREADS > 0 ? REPLICA_THREADS : 1)); START REPLICA"
+elif [ "$REPLICA_THREADS" -gt 0 ]; then
 	sql "$RPORT" -e "STOP SLAVE; SET GLOBAL slave_parallel_threads = $REPLICA_THREADS; SET GLOBAL slave_parallel_mode = 'optimistic'; START SLAVE"
 fi
 sql "$PORT" -e "CREATE DATABASE $DB; CREATE DATABASE bench_meta;
@@ -285,6 +339,13 @@ SYSBENCH_CONN=(--db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$PORT" --m
 
 wait_replica() { # wait_replica TIMEOUT: the replica has applied all of the primary's binlog
 	local gtid r
+	if [ "$IS_MYSQL" = 1 ]; then
+		# the sandbox runs MySQL with gtid_mode=ON (newlines: one line per server UUID)
+		gtid=$(q "$PORT" "SELECT REPLACE(@@GLOBAL.gtid_executed, '\n', '')")
+		r=$(q "$RPORT" "SELECT WAIT_FOR_EXECUTED_GTID_SET('$gtid', ${1:-900})") || r=error
+		[ "$r" = 0 ]
+		return
+	fi
 	gtid=$(q "$PORT" "SELECT @@gtid_binlog_pos")
 	r=$(q "$RPORT" "SELECT MASTER_GTID_WAIT('$gtid', ${1:-900})") || r=error
 	[ "$r" = 0 ]
@@ -314,13 +375,19 @@ if [ ! -f "$OUT/machine.env" ]; then
 		echo "CPU=$(nproc) × $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 		echo "memory=$(free -g | awk '/^Mem:/ {print $2}') GiB"
 		echo "disk=$(df -h "$ROOT" | awk 'NR==2 {print $2 " total, " $4 " free"}') at start"
-		echo "MariaDB=$(q "$PORT" "SELECT VERSION()")"
-		echo "pt-online-schema-change=$(pt-online-schema-change --version 2>&1 | awk '{print $2}') (Debian package percona-toolkit $(dpkg-query -W -f='${Version}' percona-toolkit 2>/dev/null))"
+		echo "server=$(q "$PORT" "SELECT VERSION()") (--flavor $FLAVOR)"
+		echo "pt-online-schema-change=$(pt-online-schema-change --version 2>&1 | awk '{print $2}') (Debian package percona-toolkit $(dpkg-query -W -f='${Version}' percona-toolkit 2>/dev/null))${PTOSC_WHY:+; $PTOSC_WHY}"
 		echo "sysbench=$(sysbench --version | awk '{print $2}') (Debian package $(dpkg-query -W -f='${Version}' sysbench 2>/dev/null))"
 		echo "recast=$(cat "$OUT/bin/source"), built with $(go version | awk '{print $3}'); --threads flag: $RECAST_THREADS"
 		echo "load average at start=$(cut -d' ' -f1-3 /proc/loadavg) (the machine is shared: other engineers' test servers may run during the bench)"
 	} >"$OUT/machine.env"
 	ps -eo pid,pcpu,etime,args --sort=-pcpu | head -15 >"$OUT/ps-start.txt"
+fi
+# tools left out on purpose: recastbench report names them with the reason
+if [ -n "$PTOSC_WHY" ]; then
+	echo "ptosc=$PTOSC_WHY" >"$OUT/not-run.env"
+else
+	rm -f "$OUT/not-run.env"
 fi
 
 RECAST_CMD=("$RECAST" migrate --host 127.0.0.1 --port "$PORT" --user "$USER_" --password "$PASS"
@@ -394,9 +461,17 @@ fi
 if ! grep -q '^table' "$OUT/setup.env"; then
 	{
 		echo "table=sysbench \`$DB.$TABLE\`, $ROWS rows ($(q "$PORT" "SELECT ROUND((data_length+index_length)/1048576) FROM information_schema.tables WHERE table_schema='$DB' AND table_name='$TABLE'") MiB data+index), rebuilt once before the runs"
-		echo "sandbox=\`recast sandbox up --dir $SB_DIR --port $PORT --replicas 1\` (non-fast: innodb_flush_log_at_trx_commit=$(q "$PORT" "SELECT @@innodb_flush_log_at_trx_commit"), sync_binlog=$(q "$PORT" "SELECT @@sync_binlog"), doublewrite on), binlog ROW/FULL, max_binlog_size=$(($(q "$PORT" "SELECT @@max_binlog_size") / 1048576))M, innodb_log_file_size=$(($(q "$PORT" "SELECT @@innodb_log_file_size") / 1048576))M, replica with slave_parallel_threads=$(q "$RPORT" "SELECT IF(@@slave_parallel_threads = 0, '0 (serial)', CONCAT(@@slave_parallel_threads, ' (', @@slave_parallel_mode, ')'))"), log_slave_updates"
+		if [ "$IS_MYSQL" = 1 ]; then
+			echo "sandbox=\`recast sandbox up --dir $SB_DIR --port $PORT --replicas 1 --flavor $FLAVOR\` (non-fast: innodb_flush_log_at_trx_commit=$(q "$PORT" "SELECT @@innodb_flush_log_at_trx_commit"), sync_binlog=$(q "$PORT" "SELECT @@sync_binlog"), doublewrite on), gtid_mode=$(q "$PORT" "SELECT @@gtid_mode"), binlog ROW/FULL, max_binlog_size=$(($(q "$PORT" "SELECT @@max_binlog_size") / 1048576))M, innodb_redo_log_capacity=$(($(q "$PORT" "SELECT @@innodb_redo_log_capacity") / 1048576))M, replica with replica_parallel_workers=$(q "$RPORT" "SELECT IF(@@replica_parallel_workers <= 1, CONCAT(@@replica_parallel_workers, ' (serial)'), CONCAT(@@replica_parallel_workers, ' (replica_preserve_commit_order=', @@replica_preserve_commit_order, ')'))") (set after start; MySQL's default is 4), log_replica_updates"
+		else
+			echo "sandbox=\`recast sandbox up --dir $SB_DIR --port $PORT --replicas 1\` (non-fast: innodb_flush_log_at_trx_commit=$(q "$PORT" "SELECT @@innodb_flush_log_at_trx_commit"), sync_binlog=$(q "$PORT" "SELECT @@sync_binlog"), doublewrite on), binlog ROW/FULL, max_binlog_size=$(($(q "$PORT" "SELECT @@max_binlog_size") / 1048576))M, innodb_log_file_size=$(($(q "$PORT" "SELECT @@innodb_log_file_size") / 1048576))M, replica with slave_parallel_threads=$(q "$RPORT" "SELECT IF(@@slave_parallel_threads = 0, '0 (serial)', CONCAT(@@slave_parallel_threads, ' (', @@slave_parallel_mode, ')'))"), log_slave_updates"
+		fi
 		echo "buffer pool=$BUFFER_POOL on primary and replica (SET GLOBAL after start; the sandbox default is 256M, less than the table plus its copy)"
-		echo "between runs=the replica catches up (MASTER_GTID_WAIT), then FLUSH + PURGE BINARY LOGS BEFORE NOW() on both"
+		if [ "$IS_MYSQL" = 1 ]; then
+			echo "between runs=the replica catches up (WAIT_FOR_EXECUTED_GTID_SET with the primary's gtid_executed), then FLUSH + PURGE BINARY LOGS BEFORE NOW() on both"
+		else
+			echo "between runs=the replica catches up (MASTER_GTID_WAIT), then FLUSH + PURGE BINARY LOGS BEFORE NOW() on both"
+		fi
 		echo "under load=sysbench starts ${BASELINE} s before the alter (first 5 s = warm-up, not in the baseline) and stops ${TAIL} s after it"
 		echo "idle runs=each tool $IDLE_REPEAT times, round-robin; the ratios use the medians"
 		echo "priority=the bench and everything it starts (sandbox servers, sysbench, the tools) run at nice $NICE (process and session autogroup: $(cat /proc/$$/autogroup 2>/dev/null || echo n/a)), I/O class best-effort 0; before each run it waits up to $QUIET_TIMEOUT s for the machine to be ≤ $QUIET_MAX % busy"
@@ -411,7 +486,12 @@ if [ ! -f "$OUT/commands.md" ]; then
 	{
 		echo "Sandbox and table:"
 		echo
-		echo "    $(shown "$RECAST" sandbox up --dir "$SB_DIR" --port "$PORT" --replicas 1)"
+		if [ "$IS_MYSQL" = 1 ]; then
+			echo "    $(shown "$RECAST" sandbox up --dir "$SB_DIR" --port "$PORT" --replicas 1 --flavor "$FLAVOR")"
+			echo "    STOP REPLICA; SET GLOBAL replica_parallel_workers = $((REPLICA_THREADS > 0 ? REPLICA_THREADS : 1)); START REPLICA   -- replica"
+		else
+			echo "    $(shown "$RECAST" sandbox up --dir "$SB_DIR" --port "$PORT" --replicas 1)"
+		fi
 		echo "    SET GLOBAL innodb_buffer_pool_size = $(numfmt --from=iec "$BUFFER_POOL")   -- primary and replica"
 		echo "    $(shown sysbench oltp_read_write "${SYSBENCH_CONN[@]}" prepare)"
 		echo
@@ -419,21 +499,43 @@ if [ ! -f "$OUT/commands.md" ]; then
 		echo
 		echo "    $(shown sysbench oltp_write_only "${SYSBENCH_CONN[@]}" --threads="$THREADS" --time="$MAXTPS_TIME" --report-interval=1 --percentile=99 run)"
 		echo
-		echo "Foreground load (light/heavy; pt-osc is run a second time with \`--db-ps-mode=disable\`, MDEV-26048):"
+		if [ -n "$PTOSC_WHY" ]; then
+			echo "Foreground load (light/heavy):"
+		else
+			echo "Foreground load (light/heavy; pt-osc is run a second time with \`--db-ps-mode=disable\`, MDEV-26048):"
+		fi
 		echo
 		sysbench_cmd RATE auto
 		echo "    $(shown "${SBCMD[@]}" run)"
 		echo
 		echo "The tools (each run is wrapped by \`recastbench exec\`, which records wall time, exit code and peak RSS):"
 		echo
-		for t in native-inplace native-copy ptosc recast; do
+		for t in native-inplace native-copy ptosc recast recast-share; do
+			if [ "$t" = ptosc ] && [ -n "$PTOSC_WHY" ]; then
+				echo "    # pt-online-schema-change: $PTOSC_WHY"
+				continue
+			fi
 			tool_cmd "$t"
 			echo "    $(shown "${CMD[@]}")"
 		done
 		echo
-		echo "Replica lag: \`recastbench monitor\` (heartbeat on the primary every 100 ms into \`bench_meta.heartbeat\`, read on the replica every 100 ms; SHOW SLAVE STATUS every 500 ms). pt-osc watches the same replica through the DSN table \`bench_meta.dsns\`."
+		if [ "$IS_MYSQL" = 1 ]; then
+			echo "Application deadlocks and lock-wait timeouts: sysbench retries errors 1213, 1205 and 1020 (its \`--mysql-ignore-errors\` default) and counts them in \`err/s\` (*app errors*); the server's counters \`lock_deadlocks\`, \`lock_timeouts\` (information_schema.INNODB_METRICS) and \`Innodb_row_lock_waits\` (performance_schema.global_status) are read before and after the tool (*server deadlocks / lock-wait timeouts / row-lock waits*, any session, the tool's included)."
+			echo
+			echo "Replica lag: \`recastbench monitor --flavor $FLAVOR\` (heartbeat on the primary every 100 ms into \`bench_meta.heartbeat\`, read on the replica every 100 ms; SHOW REPLICA STATUS every 500 ms)."
+			echo
+			echo "Clients: sysbench 1.0.20 and the \`mariadb\` client link MariaDB Connector/C; the recast user's caching_sha2_password is authenticated in full without TLS (Connector/C fetches the server's RSA public key), so the commands are the same as on MariaDB."
+		else
+			echo "Application deadlocks and lock-wait timeouts: sysbench retries errors 1213, 1205 and 1020 (its \`--mysql-ignore-errors\` default) and counts them in \`err/s\` (*app errors*); the server's counters \`Innodb_deadlocks\`, \`lock_timeouts\` (information_schema.INNODB_METRICS) and \`Innodb_row_lock_waits\` are read before and after the tool (*server deadlocks / lock-wait timeouts / row-lock waits*, any session, the tool's included)."
+			echo
+			echo "Replica lag: \`recastbench monitor\` (heartbeat on the primary every 100 ms into \`bench_meta.heartbeat\`, read on the replica every 100 ms; SHOW SLAVE STATUS every 500 ms). pt-osc watches the same replica through the DSN table \`bench_meta.dsns\`."
+		fi
 		echo
-		echo "Reproduce: \`bench/run.sh --rows $ROWS\` (or \`make bench\`)."
+		if [ "$IS_MYSQL" = 1 ]; then
+			echo "Reproduce: \`bench/run.sh --rows $ROWS --flavor $FLAVOR\` (the server: \`scripts/fetch-flavor.sh $FLAVOR\`)."
+		else
+			echo "Reproduce: \`bench/run.sh --rows $ROWS\` (or \`make bench\`)."
+		fi
 	} >"$OUT/commands.md"
 fi
 
@@ -466,8 +568,28 @@ fix_leftovers() { # drop what an interrupted pt-osc or recast left behind
 		die "$DB.$TABLE is gone (see the last run's log)"
 }
 
+lock_counters() { # lock_counters: "DEADLOCKS TIMEOUTS ROW_LOCK_WAITS" (server-wide; n/a where a counter is missing)
+	local d t w
+	if [ "$IS_MYSQL" = 1 ]; then
+		# MySQL: no Innodb_deadlocks status variable, no information_schema.GLOBAL_STATUS
+		d=$(q "$PORT" "SELECT COUNT FROM information_schema.INNODB_METRICS WHERE NAME = 'lock_deadlocks'" 2>/dev/null) || d=""
+		t=$(q "$PORT" "SELECT COUNT FROM information_schema.INNODB_METRICS WHERE NAME = 'lock_timeouts'" 2>/dev/null) || t=""
+		w=$(q "$PORT" "SELECT VARIABLE_VALUE FROM performance_schema.global_status WHERE VARIABLE_NAME = 'Innodb_row_lock_waits'" 2>/dev/null) || w=""
+		echo "${d:-n/a} ${t:-n/a} ${w:-n/a}"
+		return
+	fi
+	d=$(q "$PORT" "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'INNODB_DEADLOCKS'" 2>/dev/null) || d=""
+	# lock_timeouts is enabled by default (MariaDB: ENABLED, MySQL: STATUS)
+	t=$(q "$PORT" "SELECT COUNT FROM information_schema.INNODB_METRICS WHERE NAME = 'lock_timeouts'" 2>/dev/null) || t=""
+	w=$(q "$PORT" "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'INNODB_ROW_LOCK_WAITS'" 2>/dev/null) || w=""
+	echo "${d:-n/a} ${t:-n/a} ${w:-n/a}"
+}
+counter_delta() { # counter_delta BEFORE AFTER
+	if [[ $1 =~ ^[0-9]+$ && $2 =~ ^[0-9]+$ ]]; then echo $(($2 - $1)); else echo n/a; fi
+}
+
 run_one() { # run_one LOAD TOOL REP
-	local load=$1 tool=$2 rep=$3 name rate=0 ps=auto dir rc sb_rc=none a
+	local load=$1 tool=$2 rep=$3 name rate=0 ps=auto dir rc sb_rc=none a dl0 lt0 rw0 dl1 lt1 rw1
 	name=$tool
 	[ "$load" = idle ] && name=$tool-$rep
 	dir=$OUT/runs/$load/$name
@@ -496,7 +618,7 @@ run_one() { # run_one LOAD TOOL REP
 	} >"$dir/run.env"
 
 	"$RB" monitor --primary "127.0.0.1:$PORT" --replica "127.0.0.1:$RPORT" --user "$USER_" --password "$PASS" \
-		--out "$dir/lag.tsv" 2>"$dir/monitor.err" &
+		--flavor "$FLAVOR" --out "$dir/lag.tsv" 2>"$dir/monitor.err" &
 	MON_PID=$!
 	echo "mon_start_ms=$(now_ms)" >>"$dir/run.env"
 	if [ "$load" != idle ]; then
@@ -514,6 +636,7 @@ run_one() { # run_one LOAD TOOL REP
 	tool_cmd "$tool"
 	echo "cmd=$(shown "${CMD[@]}")" >>"$dir/run.env"
 	echo "loadavg_start=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$dir/run.env"
+	read -r dl0 lt0 rw0 <<<"$(lock_counters)"
 	note "$load $name: $(shown "${CMD[@]}" | cut -c1-110)..."
 	"$RB" exec --timeout "$TOOL_TIMEOUT" --out "$dir/exec.env" -- "${CMD[@]}" >"$dir/tool.log" 2>&1 &
 	TOOL_PID=$!
@@ -521,6 +644,10 @@ run_one() { # run_one LOAD TOOL REP
 	wait "$TOOL_PID" || rc=$?
 	TOOL_PID=""
 	echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$dir/run.env"
+	read -r dl1 lt1 rw1 <<<"$(lock_counters)"
+	echo "deadlocks_during=$(counter_delta "$dl0" "$dl1")" >>"$dir/run.env"
+	echo "lock_timeouts_during=$(counter_delta "$lt0" "$lt1")" >>"$dir/run.env"
+	echo "row_lock_waits_during=$(counter_delta "$rw0" "$rw1")" >>"$dir/run.env"
 
 	if [ -n "$SB_PID" ]; then
 		sleep "$TAIL"
@@ -559,13 +686,15 @@ run_one() { # run_one LOAD TOOL REP
 	fi
 	echo "done=1" >>"$dir/run.env"
 
-	"$RB" report --dir "$OUT" --tsv "$OUT/results.tsv" --out "$OUT/RESULTS.md" --keep-notes "$ROOT/bench/RESULTS.md" ||
+	"$RB" report --dir "$OUT" --tsv "$OUT/results.tsv" --out "$OUT/RESULTS.md" --keep-notes "$RESULTS_MD" ||
 		note "report failed"
 	awk -F'\t' -v l="$load" -v t="$tool" -v r="$rep" '$1==l && $2==t && $3==r {
 		printf "    -> exit %s, wall %.1f s", $4, $5
 		if ($6 > 0) printf ", tps %.0f -> %.0f (rate %s), p99 %.1f -> %.1f ms", $7, $8, $6, $9, $10
 		printf ", replica lag max %.2f s", $12; if ($18 != "") printf ", others CPU %s", $18
 		if ($14 > 0) printf ", RSS %.0f MiB", $14
+		if ($6 > 0) printf ", app errors %s, server deadlocks %s, lock-wait timeouts %s, row-lock waits %s", $21, $19, $20, $23
+		if ($22 != "") printf ", copy lock %s", $22
 		if ($16 != "") printf ", sysbench: %s", substr($16, 1, 90)
 		if ($17 != "") printf "\n    -> %s", $17
 		printf "\n" }' "$OUT/results.tsv"
@@ -598,6 +727,7 @@ complete=1
 for load in idle light heavy; do
 	for tool in ${ALL_TOOLS//,/ } ptosc-nops; do
 		[ "$load" = idle ] && [ "$tool" = ptosc-nops ] && continue
+		[ -n "$PTOSC_WHY" ] && [[ $tool == ptosc* ]] && continue # left out on purpose
 		if [ "$load" = idle ]; then
 			ls "$OUT/runs/idle/$tool"-*/run.env >/dev/null 2>&1 || complete=0
 		else
@@ -605,10 +735,14 @@ for load in idle light heavy; do
 		fi
 	done
 done
-"$RB" report --dir "$OUT" --tsv "$OUT/results.tsv" --out "$OUT/RESULTS.md" --keep-notes "$ROOT/bench/RESULTS.md"
+"$RB" report --dir "$OUT" --tsv "$OUT/results.tsv" --out "$OUT/RESULTS.md" --keep-notes "$RESULTS_MD"
+if [ "$complete" = 1 ] && [ "$ROWS" -lt 1000000 ]; then
+	complete=0
+	note "fewer than 1,000,000 rows: a smoke run, bench/RESULTS.md is not replaced"
+fi
 if [ "$complete" = 1 ]; then
-	cp "$OUT/RESULTS.md" "$ROOT/bench/RESULTS.md"
-	say "complete run: bench/RESULTS.md written (raw logs: ${OUT#"$ROOT"/})"
+	cp "$OUT/RESULTS.md" "$RESULTS_MD"
+	say "complete run: ${RESULTS_MD#"$ROOT"/} written (raw logs: ${OUT#"$ROOT"/})"
 else
 	say "partial run: results in ${OUT#"$ROOT"/}/RESULTS.md (bench/RESULTS.md is only replaced by a complete run)"
 fi

@@ -31,8 +31,10 @@ TABLE=orders
 USER_=recast
 PASS=recast
 
-say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
-die() { printf '\033[31mdemo: %s\033[0m\n' "$*" >&2; exit 1; }
+# Colours only on a terminal (no escape codes in a log file).
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then B=$'\033[1m' R=$'\033[31m' G=$'\033[32m' N=$'\033[0m'; else B= R= G= N=; fi
+say() { printf '\n%s==> %s%s\n' "$B" "$*" "$N"; }
+die() { printf '%sdemo: %s%s\n' "$R" "$*" "$N" >&2; exit 1; }
 
 # --- prerequisites -----------------------------------------------------------
 if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then
@@ -85,7 +87,7 @@ cleanup() {
 		bin/recast sandbox down --dir "$SB_DIR" || rc=1
 	fi
 	if [ "$rc" -ne 0 ]; then
-		printf '\033[31mdemo FAILED (exit %d); logs in %s\033[0m\n' "$rc" "$ROOT/$LOG_DIR" >&2
+		printf '%sdemo FAILED (exit %d); logs in %s%s\n' "$R" "$rc" "$ROOT/$LOG_DIR" "$N" >&2
 	fi
 	exit "$rc"
 }
@@ -195,4 +197,4 @@ FAILED=0
 if [ "$FAILED" -ne 0 ]; then
 	exit 1
 fi
-printf '\n\033[32mdemo OK\033[0m\n'
+printf '\n%sdemo OK%s\n' "$G" "$N"

@@ -29,22 +29,6 @@ for f in $FLAVORS; do
 	fi
 	start=$(date +%s)
 	pkgs=("${integ[@]}")
-	case $f in
-	mysql-*)
-		# recast refuses to migrate on MySQL (migration.ErrMySQLUnsupported:
-		# known differences, see README "Supported servers"): the packages
-		# that migrate are not run there, only the refusal itself is.
-		pkgs=()
-		for p in "${integ[@]}"; do
-			case $p in
-			*/internal/migration | */cmd/recast | */cmd/recastload | */internal/workload) ;;
-			*) pkgs+=("$p") ;;
-			esac
-		done
-		echo "== $f: NOT RUN on MySQL (recast refuses to migrate there): internal/migration, cmd/recast, cmd/recastload, internal/workload; running TestRefusesOnMySQL"
-		RECAST_TEST_FLAVOR=$f $GO test "${flags[@]}" -run 'TestRefusesOnMySQL' ./internal/migration || failed+=("$f")
-		;;
-	esac
 	RECAST_TEST_FLAVOR=$f $GO test "${flags[@]}" "${pkgs[@]}" || failed+=("$f")
 	echo "== $f: $(($(date +%s) - start)) s"
 done

@@ -5,31 +5,27 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"sort"
 	"strings"
 	"syscall"
-	"time"
 
-	"github.com/recast-osc/recast/internal/check"
-	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/recast-osc/recast/internal/migration"
 )
 
-const usage = `recast: online schema change for MariaDB and MySQL
-
-usage:
-  recast migrate --host H --port P --user U --password PW --database D --table T --alter "..." [--execute]
-  recast cleanup --host H --port P --user U --password PW --database D --table T
-  recast sandbox up|down|status [--dir DIR] [--port 13306] [--replicas 1]
-  recast ctl --http HOST:PORT status|pause|resume|set k=v|cutover|abort
-
-Run "recast <command> -h" for a command's flags.
-`
+// Set by the Makefile: go build -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = ""
+	commit  = ""
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -38,176 +34,219 @@ func main() {
 	os.Exit(code)
 }
 
+// exitCode ends a command with that exit status; its message has been
+// printed.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// usageError is a wrong command line (exit 2): the message is printed with
+// the command's name and a pointer to its help.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+
+// run runs recast with args and returns the exit code: 0 ok, 1 the
+// command failed, 2 the command line is wrong.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
-	switch args[0] {
-	case "migrate":
-		return migrateCmd(ctx, args[1:], stdout, stderr)
-	case "cleanup":
-		return cleanupCmd(ctx, args[1:], stdout, stderr)
-	case "sandbox":
-		return sandboxCmd(ctx, args[1:], stdout, stderr)
-	case "ctl":
-		return ctlCmd(ctx, args[1:], stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, usage)
+	root := newRoot(ctx, stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(stderr, "recast: unknown command %q\n\n%s", args[0], usage)
+	var ec exitCode
+	if errors.As(err, &ec) {
+		return int(ec)
+	}
+	if cmd == nil {
+		cmd = root
+	}
+	fmt.Fprintf(stderr, "%s: %s\nRun '%s --help' for usage.\n", cmd.CommandPath(), usageMessage(cmd, err), cmd.CommandPath())
 	return 2
 }
 
-// connFlags registers the connection flags shared by the commands.
-func connFlags(fs *flag.FlagSet, c *dbconn.Config, database, tbl *string) {
-	fs.StringVar(&c.Host, "host", "127.0.0.1", "server host")
-	fs.IntVar(&c.Port, "port", 3306, "server port")
-	fs.StringVar(&c.User, "user", "root", "user")
-	fs.StringVar(&c.Password, "password", "", "password (or set RECAST_PASSWORD)")
-	fs.StringVar(database, "database", "", "database (schema) of the table")
-	fs.StringVar(tbl, "table", "", "table to change")
+func newRoot(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "recast",
+		Short: "online schema change for MariaDB and MySQL",
+		Long: `recast changes the schema of a live MariaDB/MySQL table without blocking it:
+it copies the rows into a new table with the new definition, applies the
+changes the application makes meanwhile from the binary log, and swaps the
+tables in an atomic cut-over. Without --execute it only checks and plans.`,
+		Example: `  recast sandbox up
+  recast migrate --host 127.0.0.1 --port 13306 --user recast --database shop --table orders --alter "ADD COLUMN note VARCHAR(100)"
+  recast migrate ... --execute
+  recast ctl --http 127.0.0.1:8080 status`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Version:       versionString(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(stderr)
+			_ = cmd.Usage() // the usage text has been printed; its error is the writer's
+			return exitCode(2)
+		},
+	}
+	root.SetContext(ctx)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetVersionTemplate("recast {{.Version}}\n")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{flagErrorMessage(c, err)} })
+	root.SuggestionsMinimumDistance = 2
+	root.AddCommand(newMigrateCmd(stdout, stderr), newCleanupCmd(stdout, stderr), newSandboxCmd(stdout, stderr),
+		newCtlCmd(stdout, stderr), newVersionCmd(stdout), newManCmd(stdout))
+	return root
 }
 
-func newLogger(w io.Writer, verbose bool) *slog.Logger {
+// versionString is the version and commit: from the Makefile's -ldflags,
+// else from the build information (go install module@version, VCS stamp).
+func versionString() string {
+	v, c := version, commit
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && c == "" {
+				c = s.Value
+			}
+		}
+	}
+	if v == "" {
+		v = "dev"
+	}
+	if c == "" {
+		c = "unknown"
+	}
+	return v + " (commit " + c + ")"
+}
+
+func newVersionCmd(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "print recast's version and git commit",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			fmt.Fprintf(stdout, "recast %s\n", versionString())
+			return nil
+		},
+	}
+}
+
+// usageMessage is the one-line message of a usage error: cobra's unknown
+// command message without its multi-line suggestion block.
+func usageMessage(cmd *cobra.Command, err error) string {
+	var ue usageError
+	if errors.As(err, &ue) {
+		return ue.msg
+	}
+	msg := err.Error()
+	if first, rest, ok := strings.Cut(msg, "\n"); ok && strings.HasPrefix(first, "unknown command") {
+		var sugg []string
+		for _, l := range strings.Split(rest, "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "Did you mean") {
+				sugg = append(sugg, l)
+			}
+		}
+		if len(sugg) > 0 {
+			return first + "; did you mean " + strings.Join(sugg, " or ") + "?"
+		}
+		return first
+	}
+	if strings.HasPrefix(msg, "unknown flag") || strings.HasPrefix(msg, "unknown shorthand") {
+		return flagErrorMessage(cmd, err)
+	}
+	return strings.Join(strings.Fields(msg), " ")
+}
+
+// flagErrorMessage turns pflag's "unknown flag: --hots" into "unknown flag
+// --hots; did you mean --host?" (the command's flags within two edits, or
+// that start with it), or names the recast equivalent of a gh-ost flag.
+func flagErrorMessage(cmd *cobra.Command, err error) string {
+	msg := err.Error()
+	name, ok := strings.CutPrefix(msg, "unknown flag: --")
+	if !ok {
+		return strings.Join(strings.Fields(msg), " ")
+	}
+	if hint, ok := ghostHints[name]; ok {
+		return fmt.Sprintf("unknown flag --%s: %s", name, hint)
+	}
+	var near []string
+	seen := map[string]bool{}
+	visit := func(f *pflag.Flag) {
+		if f.Hidden || seen[f.Name] {
+			return
+		}
+		seen[f.Name] = true
+		if d := levenshtein(name, f.Name); d <= 2 || (len(name) >= 3 && strings.HasPrefix(f.Name, name)) {
+			near = append(near, "--"+f.Name)
+		}
+	}
+	cmd.Flags().VisitAll(visit)
+	cmd.InheritedFlags().VisitAll(visit)
+	sort.Strings(near)
+	if len(near) > 3 {
+		near = near[:3]
+	}
+	if len(near) == 0 {
+		return "unknown flag --" + name
+	}
+	return "unknown flag --" + name + "; did you mean " + strings.Join(near, " or ") + "?"
+}
+
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// newLogger logs to w as text (slog's key=value lines) or JSON.
+func newLogger(w io.Writer, verbose bool, format string) (*slog.Logger, error) {
 	level := slog.LevelInfo
 	if verbose {
 		level = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level}
+	switch format {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
-func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o := migration.DefaultOptions()
-	fs := flag.NewFlagSet("recast migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	connFlags(fs, &o.Conn, &o.Database, &o.Table)
-	fs.StringVar(&o.Alter, "alter", "", `the ALTER TABLE body, e.g. "ADD COLUMN c INT, ADD INDEX (c)"`)
-	fs.BoolVar(&o.Execute, "execute", false, "run the migration (without it: dry run, print the plan)")
-	fs.BoolVar(&o.DropOldTable, "drop-old-table", false, "drop the original table after the cut-over instead of keeping it as _T_old")
-	fs.BoolVar(&o.ExperimentalMySQL, "experimental-mysql", false, "migrate on MySQL despite its known differences (testing only; see README, Supported servers)")
-	fs.BoolVar(&o.Resume, "resume", false, "continue an interrupted migration from its checkpoint (same --alter)")
-	fs.DurationVar(&o.CheckpointInterval, "checkpoint-interval", o.CheckpointInterval, "how often progress is saved for --resume")
-	fs.BoolVar(&o.Checksum, "checksum", o.Checksum, "compare old and new table before the cut-over (--checksum=false skips it)")
-	fs.IntVar(&o.ApplyThreads, "apply-threads", o.ApplyThreads, "parallel binlog applier connections")
-	fs.IntVar(&o.Threads, "threads", o.Threads, "copy chunks in flight at once")
-	fs.DurationVar(&o.ChunkTime, "chunk-time", o.ChunkTime, "target duration of one copy chunk")
-	fs.IntVar(&o.MaxChunkRows, "max-chunk-rows", o.MaxChunkRows, "most rows one copy chunk may lock")
-	fs.DurationVar(&o.CutOverLockTimeout, "cut-over-lock-timeout", o.CutOverLockTimeout, "longest the application waits per cut-over attempt")
-	fs.IntVar(&o.CutOverAttempts, "cut-over-retries", o.CutOverAttempts, "cut-over attempts before giving up")
-	fs.DurationVar(&o.CutOverBudget, "cut-over-budget", o.CutOverBudget, "longest the cut-over may take, waiting for metadata-lock blockers included, before giving up (table unchanged)")
-	fs.StringVar(&o.Method, "method", o.Method, "auto (INSTANT/NOCOPY ALTER when the server can, else copy), copy, or instant (fail unless INSTANT works)")
-	fs.DurationVar(&o.KillBlockersAfter, "kill-blockers-after", 0, "kill queries/idle transactions that have blocked the cut-over's metadata lock this long (0: never)")
-	fs.Int64Var(&o.KillMaxRows, "kill-max-rows", o.KillMaxRows, "never kill a blocking transaction that modified more rows than this")
-	fs.BoolVar(&o.LoadMDLPlugin, "load-mdl-plugin", false, "INSTALL SONAME 'metadata_lock_info' if it is not loaded (exact blocker detection)")
-	fs.StringVar(&o.PostponeCutOverFlagFile, "postpone-cut-over-flag-file", "", "while this file exists (created if missing), keep the new table in sync and do not cut over")
-	fs.DurationVar(&o.ProgressInterval, "progress-interval", o.ProgressInterval, "how often to print progress (0: never)")
-	serverID := fs.Uint("server-id", 0, "replica server id for recast's binlog connection (default: random)")
-	setVars := fs.String("set-vars", "", `session variables for recast's own connections, "name=value,name='x y'" (e.g. binlog_format=ROW)`)
-	verbose := fs.Bool("verbose", false, "debug logging")
-	ctlFlags := addControlFlags(fs, &o) // ctl.go: throttling, --http, --serve-socket-file
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "recast migrate: unexpected argument %q (quote the --alter text)\n", fs.Arg(0))
-		return 2
-	}
-	if o.Conn.Password == "" {
-		o.Conn.Password = os.Getenv("RECAST_PASSWORD")
-	}
-	vars, err := check.ParseSetVars(*setVars)
-	if err != nil {
-		fmt.Fprintf(stderr, "recast migrate: %v\n", err)
-		return 2
-	}
-	o.Conn.SetVars = vars
-	if err := ctlFlags.apply(&o); err != nil {
-		fmt.Fprintf(stderr, "recast migrate: %v\n", err)
-		return 2
-	}
-	o.ServerID = uint32(*serverID)
-	errw := progressWriter(stderr) // a progress bar on a terminal
-	o.Logger = newLogger(errw, *verbose)
-	o.Pause = faultPause(stderr)
-	o.Progress = errw
-
-	ctl, stopCtl, err := ctlFlags.start(o, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "recast migrate: %v\n", err)
-		return 2
-	}
-	defer stopCtl()
-	res, err := ctl.Run(ctx, o)
-	if err != nil {
-		fmt.Fprintf(stderr, "recast: %s\n", flatError(err))
-		return 1
-	}
-	if !res.Executed {
-		fmt.Fprintf(stdout, "dry run: nothing was changed; add --execute to run\n%s", res.Plan.Describe())
-		return 0
-	}
-	if res.Plan == nil { // --resume of a run killed after its swap
-		fmt.Fprintf(stdout, "the interrupted run had already swapped the tables; its clean-up is done (old table: %s)\n", orDropped(res.CutOver.OldTable))
-		return 0
-	}
-	if res.Plan.Method != migration.MethodCopy {
-		fmt.Fprintf(stdout, "altered %s in %s with ALGORITHM=%s (no copy): %d attempt(s), table locked %s\n",
-			res.Plan.Source.QuotedName(), res.Duration.Round(time.Millisecond), strings.ToUpper(res.Plan.Method),
-			res.CutOver.Attempts, res.CutOver.LockedFor.Round(time.Millisecond))
-		return 0
-	}
-	fmt.Fprintf(stdout, "migrated %s in %s: %d rows copied, %d binlog row changes applied (%d rows written), cut-over took %d attempt(s), table locked %s, application statements blocked %s over all attempts; old table: %s\n",
-		res.Plan.Source.QuotedName(), res.Duration.Round(time.Millisecond), res.CopiedRows, res.Applied, res.AppliedRows,
-		res.CutOver.Attempts, res.CutOver.LockedFor.Round(time.Millisecond), res.CutOver.Blocked.Round(time.Millisecond), orDropped(res.CutOver.OldTable))
-	return 0
-}
-
-func orDropped(s string) string {
-	if s == "" {
-		return "dropped"
-	}
-	return s
-}
-
-func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var c dbconn.Config
-	var database, tbl string
-	fs := flag.NewFlagSet("recast cleanup", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	connFlags(fs, &c, &database, &tbl)
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if database == "" || tbl == "" {
-		fmt.Fprintln(stderr, "recast cleanup: --database and --table are required")
-		return 2
-	}
-	if c.Password == "" {
-		c.Password = os.Getenv("RECAST_PASSWORD")
-	}
-	done, err := migration.Cleanup(ctx, c, database, tbl)
-	for _, d := range done {
-		fmt.Fprintln(stdout, d)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "recast: %s\n", flatError(err))
-		return 1
-	}
-	if len(done) == 0 {
-		fmt.Fprintln(stdout, "nothing to clean up")
-	}
-	return 0
-}
-
-// flatError flattens an error for the one-line failure message.
+// flatError flattens an error for the one-line failure message; the errors
+// of errors.Join are separated by "; ".
 func flatError(err error) string {
 	if errors.Is(err, migration.ErrInterrupted) {
 		return "interrupted; the original table is untouched and progress was saved: run the same command with --resume to continue, or recast cleanup to abandon it"
 	}
 	if errors.Is(err, context.Canceled) {
 		return "interrupted; the original table is untouched (helper tables, if any remain, are removed by recast cleanup)"
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok { //nolint:errorlint // only a top-level errors.Join is split
+		var parts []string
+		for _, e := range j.Unwrap() {
+			parts = append(parts, strings.Join(strings.Fields(e.Error()), " "))
+		}
+		return strings.Join(parts, "; ")
 	}
 	return strings.Join(strings.Fields(err.Error()), " ")
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -11,118 +9,101 @@ import (
 	"os"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/recast-osc/recast/internal/sandbox"
 )
 
-const sandboxUsage = `usage: recast sandbox up|down|status [flags]
-
-Throwaway local servers (a primary and replicas) for trying recast:
+const sandboxLong = `Throwaway local servers (a primary and replicas) for trying recast:
 --flavor mariadb-10.11 (the installed MariaDB), mariadb-11.8 or mysql-9.7
-(fetched by scripts/fetch-flavor.sh into the flavor cache when missing).
+(fetched by scripts/fetch-flavor.sh into the flavor cache when missing).`
 
-  up      initialise and start the servers, print how to connect
-  status  show the servers, whether they run, and replication state
-  down    stop the servers and remove the sandbox dir
-
-flags:
-`
-
-// sandboxCmd implements `recast sandbox`. args are the arguments after
-// "sandbox". It returns the exit code: 0 ok, 1 error, 2 usage.
-func sandboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	flags := flag.NewFlagSet("recast sandbox", flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	dir := flags.String("dir", "./.sandbox", "sandbox `directory` (state, datadirs, logs)")
-	port := flags.Int("port", 13306, "primary `port` (replica i listens on port+i); up only")
-	replicas := flags.Int("replicas", 1, "number of replicas; up only")
-	fast := flags.Bool("fast", false, "trade durability for speed (no flushing, small buffer pool); up only")
-	quiet := flags.Bool("quiet", false, "no progress messages; up only")
-	flavorName := flags.String("flavor", sandbox.DefaultFlavor, "server `flavor`: "+strings.Join(sandbox.Flavors, ", ")+"; up only")
-	flags.Usage = func() {
-		fmt.Fprint(flags.Output(), sandboxUsage)
-		flags.PrintDefaults()
-	}
-
-	if len(args) == 0 {
-		flags.Usage()
-		return 2
-	}
-	sub := args[0]
-	switch sub {
-	case "-h", "-help", "--help", "help":
-		flags.Usage()
-		return 0
-	case "up", "down", "status":
-	default:
-		fmt.Fprintf(stderr, "recast sandbox: unknown command %q\n", sub)
-		flags.Usage()
-		return 2
-	}
-	if err := flags.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if flags.NArg() > 0 {
-		fmt.Fprintf(stderr, "recast sandbox %s: unexpected arguments: %s\n", sub, strings.Join(flags.Args(), " "))
-		return 2
-	}
-	if sub != "up" {
-		var bad []string
-		flags.Visit(func(f *flag.Flag) {
-			if f.Name != "dir" {
-				bad = append(bad, "--"+f.Name)
-			}
-		})
-		if len(bad) > 0 {
-			fmt.Fprintf(stderr, "recast sandbox %s: flag %s applies only to up\n", sub, strings.Join(bad, ", "))
-			return 2
-		}
-	}
-	if *replicas < 0 || *port <= 0 || *port+*replicas > 65535 {
-		fmt.Fprintf(stderr, "recast sandbox: invalid --port %d / --replicas %d\n", *port, *replicas)
-		return 2
-	}
-
-	fail := func(err error) int {
+// newSandboxCmd is recast sandbox up|down|status.
+func newSandboxCmd(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		dir, flavorName string
+		port, replicas  int
+		fast, quiet     bool
+	)
+	fail := func(err error) error {
 		fmt.Fprintf(stderr, "recast sandbox: %s\n", oneLine(err))
-		return 1
+		return exitCode(1)
 	}
-	switch sub {
-	case "up":
-		level := slog.LevelInfo
-		if *quiet {
-			level = slog.LevelWarn
-		}
-		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-		sb, err := sandbox.Up(ctx, sandbox.Config{Dir: *dir, Port: *port, Replicas: *replicas, Fast: *fast, Flavor: *flavorName, Logger: log})
-		if err != nil {
-			return fail(err)
-		}
-		printSandbox(stdout, sb, nil)
-		return 0
-	case "status":
-		sb, err := sandbox.Status(ctx, *dir)
-		if sb == nil {
-			return fail(err)
-		}
-		printSandbox(stdout, sb, sb.Check(ctx))
-		if err != nil {
-			return fail(err)
-		}
-		return 0
-	default: // down
-		if _, err := os.Stat(*dir); errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(stdout, "no sandbox in %s\n", *dir)
-			return 0
-		}
-		if err := sandbox.Down(ctx, *dir); err != nil {
-			return fail(err)
-		}
-		fmt.Fprintf(stdout, "sandbox in %s stopped and removed\n", *dir)
-		return 0
+	cmd := &cobra.Command{
+		Use:   "sandbox up|down|status",
+		Short: "start, inspect or remove throwaway local servers to try recast on",
+		Long:  sandboxLong,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				cmd.SetOut(stderr)
+				_ = cmd.Usage() // printed; the error is the writer's
+				return exitCode(2)
+			}
+			return usagef("unknown command %q (commands: up, status, down)", args[0])
+		},
 	}
+	cmd.PersistentFlags().StringVar(&dir, "dir", "./.sandbox", "sandbox `directory` (state, datadirs, logs)")
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "initialise and start the servers, print how to connect",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if replicas < 0 || port <= 0 || port+replicas > 65535 {
+				return usagef("invalid --port %d / --replicas %d", port, replicas)
+			}
+			level := slog.LevelInfo
+			if quiet {
+				level = slog.LevelWarn
+			}
+			log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+			sb, err := sandbox.Up(cmd.Context(), sandbox.Config{Dir: dir, Port: port, Replicas: replicas, Fast: fast, Flavor: flavorName, Logger: log})
+			if err != nil {
+				return fail(err)
+			}
+			printSandbox(stdout, sb, nil)
+			return nil
+		},
+	}
+	up.Flags().IntVar(&port, "port", 13306, "primary `port` (replica i listens on port+i)")
+	up.Flags().IntVar(&replicas, "replicas", 1, "number of replicas")
+	up.Flags().BoolVar(&fast, "fast", false, "trade durability for speed (no flushing, small buffer pool)")
+	up.Flags().BoolVar(&quiet, "quiet", false, "no progress messages")
+	up.Flags().StringVar(&flavorName, "flavor", sandbox.DefaultFlavor, "server `flavor`: "+strings.Join(sandbox.Flavors, ", "))
+	_ = up.RegisterFlagCompletionFunc("flavor", fixedCompletion(sandbox.Flavors...))
+	statusCmd := &cobra.Command{
+		Use:   "status",
+		Short: "show the servers, whether they run, and replication state",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sb, err := sandbox.Status(cmd.Context(), dir)
+			if sb == nil {
+				return fail(err)
+			}
+			printSandbox(stdout, sb, sb.Check(cmd.Context()))
+			if err != nil {
+				return fail(err)
+			}
+			return nil
+		},
+	}
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "stop the servers and remove the sandbox dir",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+				fmt.Fprintf(stdout, "no sandbox in %s\n", dir)
+				return nil
+			}
+			if err := sandbox.Down(cmd.Context(), dir); err != nil {
+				return fail(err)
+			}
+			fmt.Fprintf(stdout, "sandbox in %s stopped and removed\n", dir)
+			return nil
+		},
+	}
+	cmd.AddCommand(up, statusCmd, down)
+	return cmd
 }
 
 // printSandbox prints connection details, and health when checks is non-nil.

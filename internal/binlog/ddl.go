@@ -2,6 +2,8 @@ package binlog
 
 import (
 	"strings"
+
+	"github.com/recast-osc/recast/internal/sqltok"
 )
 
 // queryClass is what a statement logged as a QueryEvent means for the
@@ -21,107 +23,28 @@ type token struct {
 	word  bool // unquoted word (keywords are among these)
 }
 
-// tokenize splits stmt into identifiers and punctuation. Comments are dropped
-// except MariaDB/MySQL executable comments (/*! ... */, /*M!nnnnnn ... */),
-// whose content is kept as it runs on the server. String literals are dropped:
-// a table name is never a single-quoted string.
+// tokenize splits stmt into identifiers and punctuation (package sqltok,
+// leniently). Comments are dropped except MariaDB/MySQL executable comments
+// (/*! ... */, /*M!nnnnnn ... */), whose content is kept as it runs on the
+// server. String literals are reduced to "'": a table name is never a
+// single-quoted string. A "double-quoted" text counts as an identifier (it
+// is one under ANSI_QUOTES).
 func tokenize(stmt string) []token {
-	var out []token
-	s := stmt
-	for i := 0; i < len(s); {
-		c := s[i]
+	toks, _ := sqltok.Scan(stmt, sqltok.Options{Exec: sqltok.Enter}) // lenient: no error
+	out := make([]token, 0, len(toks))
+	for _, t := range toks {
 		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
-			i++
-		case c == '/' && i+1 < len(s) && s[i+1] == '*':
-			j := i + 2
-			exec := false
-			if j < len(s) && s[j] == '!' {
-				exec, j = true, j+1
-			} else if j+1 < len(s) && (s[j] == 'M' || s[j] == 'm') && s[j+1] == '!' {
-				exec, j = true, j+2
-			}
-			if exec {
-				for j < len(s) && s[j] >= '0' && s[j] <= '9' {
-					j++ // version number
-				}
-				i = j // keep tokenizing inside; the closing */ is skipped below
-				continue
-			}
-			end := strings.Index(s[j:], "*/")
-			if end < 0 {
-				i = len(s)
-			} else {
-				i = j + end + 2
-			}
-		case c == '*' && i+1 < len(s) && s[i+1] == '/':
-			i += 2 // end of an executable comment
-		case c == '#' || (c == '-' && i+2 < len(s) && s[i+1] == '-' && (s[i+2] <= ' ')) ||
-			(c == '-' && i+2 == len(s) && s[i+1] == '-'):
-			end := strings.IndexByte(s[i:], '\n')
-			if end < 0 {
-				i = len(s)
-			} else {
-				i += end + 1
-			}
-		case c == '`' || c == '"':
-			var b strings.Builder
-			j := i + 1
-			for j < len(s) {
-				if s[j] == c {
-					if j+1 < len(s) && s[j+1] == c {
-						b.WriteByte(c)
-						j += 2
-						continue
-					}
-					break
-				}
-				if c == '"' && s[j] == '\\' && j+1 < len(s) {
-					b.WriteByte(s[j+1])
-					j += 2
-					continue
-				}
-				b.WriteByte(s[j])
-				j++
-			}
-			out = append(out, token{text: b.String(), ident: true})
-			i = j + 1
-		case c == '\'':
-			j := i + 1
-			for j < len(s) {
-				if s[j] == '\\' {
-					j += 2
-					continue
-				}
-				if s[j] == '\'' {
-					if j+1 < len(s) && s[j+1] == '\'' {
-						j += 2
-						continue
-					}
-					break
-				}
-				j++
-			}
+		case t.Kind == sqltok.Word:
+			out = append(out, token{text: t.Text, ident: true, word: true})
+		case t.Kind == sqltok.Quoted || (t.Kind == sqltok.String && t.Text[0] == '"'):
+			out = append(out, token{text: t.Unquoted(), ident: true})
+		case t.Kind == sqltok.String:
 			out = append(out, token{text: "'"}) // a literal: keeps positions honest
-			i = j + 1
-		case isWordByte(c):
-			j := i
-			for j < len(s) && isWordByte(s[j]) {
-				j++
-			}
-			out = append(out, token{text: s[i:j], ident: true, word: true})
-			i = j
 		default:
-			out = append(out, token{text: s[i : i+1]})
-			i++
+			out = append(out, token{text: t.Text})
 		}
 	}
 	return out
-}
-
-func isWordByte(c byte) bool {
-	return c == '_' || c == '$' || c >= 0x80 ||
-		(c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
 }
 
 // keyword reports whether t is the unquoted keyword kw (upper case).

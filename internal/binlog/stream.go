@@ -2,6 +2,7 @@ package binlog
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -69,8 +70,17 @@ type Config struct {
 	ServerID uint32       // our replica server id; must differ from every server and replica
 	Table    *table.Table // the watched table (schema, name, column definitions for value normalisation)
 	// MySQL: the server is MySQL (go-mysql's MySQL flavor), not MariaDB.
-	MySQL  bool
+	MySQL bool
+	// Marks, if set, names a table in Table's schema whose rows hold
+	// watermarks: (slot INT, mark BIGINT) written by the lock-free copy.
+	// Each rows event on it becomes an Event with Marks (the mark column of
+	// every after image; deletes are ignored).
+	Marks  string
 	Logger *slog.Logger
+	// Socket, when set, is the unix socket to connect to instead of Host:Port.
+	Socket string
+	// TLSConfig, when set, encrypts the connection (dbconn.Config.BinlogTLS).
+	TLSConfig *tls.Config
 }
 
 // Stream reads the binlog from a position and returns the watched table's
@@ -100,15 +110,31 @@ type Stream struct {
 	sinceResume, skipRows int
 	preparedXA            map[string]bool // xid -> its rows touched the watched table
 
+	// GTIDs (gtid.go): gt follows the GTIDs logged up to the boundary.
+	// prefixTo, while set, is the start position of a stream that reads
+	// its file from the beginning to learn them: events before it are
+	// tracked, never delivered. byGTID: the stream started from GTIDs (and
+	// go-mysql reconnects by GTID, resending the current or last group);
+	// groupDelivered and lastDelivered count the watched rows events
+	// delivered in the current and in the last complete group.
+	gt                            *gtidTracker
+	prefixTo                      *Position
+	byGTID                        bool
+	fileSwitch                    bool // a real rotate was the last event (MariaDB's artificial one follows)
+	groupDelivered, lastDelivered int
+
 	closed    context.Context // done once Close was called
 	markClose context.CancelFunc
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// Open connects as a replica (go-mysql BinlogSyncer, flavor "mariadb") and
-// starts streaming at from, which must be a transaction boundary: the Pos of
-// an Event with Boundary set, or a server's current binlog position.
+// Open connects as a replica (go-mysql BinlogSyncer, flavor "mariadb" or
+// "mysql") and starts streaming at from, which must be a transaction
+// boundary: the Pos of an Event with Boundary set, or a server's current
+// binlog position. With from.GTID set it starts from those GTIDs (from.File
+// may then be empty: another server, or a purged file); otherwise at
+// file+offset, reading the file from its start to learn the GTIDs (gtid.go).
 func Open(ctx context.Context, cfg Config, from Position) (*Stream, error) {
 	switch {
 	case cfg.ServerID == 0:
@@ -117,28 +143,40 @@ func Open(ctx context.Context, cfg Config, from Position) (*Stream, error) {
 		return nil, errors.New("binlog: Config.Table is nil")
 	case cfg.Host == "":
 		return nil, errors.New("binlog: Config.Host is empty")
-	case from.File == "":
-		return nil, errors.New("binlog: start position has no file")
+	case from.File == "" && from.GTID == "":
+		return nil, errors.New("binlog: start position has no file and no GTIDs")
 	}
 	cols, err := prepareColumns(cfg.Table)
 	if err != nil {
 		return nil, err
 	}
-	if from.Offset < 4 {
+	if from.File != "" && from.Offset < 4 {
 		from.Offset = 4 // the first event of a binlog file
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Stream{cfg: cfg, cols: cols, log: log, pos: from, boundary: from}
+	s := &Stream{cfg: cfg, cols: cols, log: log, pos: from, boundary: from, gt: newGTIDTracker(cfg.MySQL)}
+	s.gt.dropped = func(why string) {
+		log.Warn("binlog: positions carry no GTIDs from here on (resume by file+offset only)", slog.String("why", why), slog.String("after", s.boundary.String()))
+	}
+	start, err := s.startPoint(from)
+	if err != nil {
+		return nil, err
+	}
 	s.closed, s.markClose = context.WithCancel(context.Background())
 
+	host, port := cfg.Host, cfg.Port
+	if cfg.Socket != "" {
+		host, port = cfg.Socket, 0 // go-mysql dials a path (with a /) as a unix socket
+	}
 	s.syncer = replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID:                cfg.ServerID,
 		Flavor:                  binlogFlavor(cfg.MySQL),
-		Host:                    cfg.Host,
-		Port:                    cfg.Port,
+		Host:                    host,
+		Port:                    port,
+		TLSConfig:               cfg.TLSConfig,
 		User:                    cfg.User,
 		Password:                cfg.Password,
 		Localhost:               "recast",
@@ -160,7 +198,7 @@ func Open(ctx context.Context, cfg Config, from Position) (*Stream, error) {
 	}
 	ch := make(chan started, 1)
 	go func() {
-		st, err := s.syncer.StartSync(mysql.Position{Name: from.File, Pos: from.Offset})
+		st, err := start(s.syncer)
 		ch <- started{st, err}
 	}()
 	select {
@@ -205,7 +243,7 @@ func (s *Stream) Next(ctx context.Context) (Event, error) {
 			s.err = fmt.Errorf("binlog stream broken after %s: %w", s.pos, describe(err))
 			return Event{}, s.err
 		}
-		ev, ok, err := s.handle(be)
+		ev, ok, err := s.step(be)
 		if err != nil {
 			s.err = err
 			return Event{}, err
@@ -248,17 +286,21 @@ func (s *Stream) Close() error {
 // id"), and MariaDB 11.4+ gives events inside a group no position at all.
 func (s *Stream) handle(be *replication.BinlogEvent) (Event, bool, error) {
 	h := be.Header
-	if isCompressed(h.EventType) {
+	if isCompressed(h.EventType) && s.prefixTo == nil {
 		return Event{}, false, fmt.Errorf("%w (%s ending at %s:%d)", ErrCompressed, h.EventType, s.pos.File, h.LogPos)
 	}
 	next, positioned := s.pos, false
 	if h.LogPos > 0 && h.Flags&replication.LOG_EVENT_ARTIFICIAL_F == 0 {
 		s.sinceResume = 0 // go-mysql would resume after this event
 	}
-	if _, ok := be.Event.(*replication.RotateEvent); ok && h.Flags&replication.LOG_EVENT_ARTIFICIAL_F != 0 && s.inGroup {
-		// A reconnect inside a group: the server sends again every event
-		// after go-mysql's resume point.
-		s.skipRows = s.sinceResume
+	if _, ok := be.Event.(*replication.RotateEvent); ok {
+		if h.Flags&replication.LOG_EVENT_ARTIFICIAL_F != 0 {
+			s.reconnected()
+		} else {
+			s.fileSwitch = true
+		}
+	} else if h.EventType != replication.FORMAT_DESCRIPTION_EVENT {
+		s.fileSwitch = false
 	}
 	if ev, ok := be.Event.(*replication.RotateEvent); ok {
 		next, positioned = Position{File: string(ev.NextLogName), Offset: uint32(ev.Position)}, true
@@ -273,7 +315,11 @@ func (s *Stream) handle(be *replication.BinlogEvent) (Event, bool, error) {
 		case c > 0:
 			s.pos = next
 		case c < 0:
-			s.log.Warn("binlog position would move backwards; kept", slog.String("event", h.EventType.String()),
+			level := slog.LevelWarn
+			if s.byGTID { // the server starts a GTID stream at its file's head events
+				level = slog.LevelDebug
+			}
+			s.log.Log(context.Background(), level, "binlog position would move backwards; kept", slog.String("event", h.EventType.String()),
 				slog.String("pos", s.pos.String()), slog.String("event_pos", next.String()))
 			positioned = false
 		}
@@ -282,10 +328,12 @@ func (s *Stream) handle(be *replication.BinlogEvent) (Event, bool, error) {
 	// becomes the boundary (when the event has one; otherwise the group's
 	// end is taken at the next positioned boundary).
 	endGroup := func() Event {
+		wasInGroup := s.inGroup
 		s.inGroup, s.began = false, false
 		if positioned {
 			s.boundary = s.pos
 		}
+		s.endGroupGTID(wasInGroup)
 		return Event{Pos: s.boundary, Boundary: true}
 	}
 	// between: an event outside any group (rotate, heartbeat, checkpoint).
@@ -296,9 +344,26 @@ func (s *Stream) handle(be *replication.BinlogEvent) (Event, bool, error) {
 		return endGroup(), true, nil
 	}
 
+	if s.prefixTo != nil && h.EventType == replication.TRANSACTION_PAYLOAD_EVENT {
+		return endGroup(), true, nil // a MySQL compressed transaction: a whole group after its GTID
+	}
+
 	switch ev := be.Event.(type) {
 	case *replication.RowsEvent:
-		if !s.watched(ev.Table) {
+		if s.isMarks(ev.Table) {
+			if s.prefixTo != nil {
+				return Event{}, false, nil
+			}
+			if marks := markValues(ev); len(marks) > 0 {
+				return Event{Marks: marks, Pos: s.boundary}, true, nil
+			}
+			return Event{}, false, nil
+		}
+		if !s.watched(ev.Table) || s.prefixTo != nil {
+			return Event{}, false, nil
+		}
+		if s.skipResent() { // delivered before a reconnect by GTID
+			s.groupRows = true
 			return Event{}, false, nil
 		}
 		if h.EventType == replication.PARTIAL_UPDATE_ROWS_EVENT {
@@ -320,18 +385,26 @@ func (s *Stream) handle(be *replication.BinlogEvent) (Event, bool, error) {
 			return Event{}, false, nil
 		}
 		s.groupRows = true
+		s.groupDelivered++
 		return Event{Rows: rows, Pos: s.boundary}, true, nil
 	case *replication.XIDEvent:
 		return endGroup(), true, nil
-	case *replication.MariadbGTIDEvent, *replication.GTIDEvent:
+	case *replication.MariadbGTIDEvent, *replication.GTIDEvent, *replication.GtidTaggedLogEvent:
 		s.groupRows = false // a new event group starts
 		s.inGroup, s.began = true, false
+		s.beginGroupGTID(be.Event)
 		return Event{}, false, nil
 	case *replication.QueryEvent:
 		q := strings.TrimSpace(string(ev.Query))
 		if strings.EqualFold(q, "BEGIN") || hasPrefixFold(q, "XA START") || hasPrefixFold(q, "XA BEGIN") {
 			s.inGroup, s.began = true, true
 			return Event{}, false, nil
+		}
+		if s.prefixTo != nil { // before the start: only where the group ends matters
+			if s.began && !strings.EqualFold(q, "COMMIT") && !strings.EqualFold(q, "ROLLBACK") {
+				return Event{}, false, nil
+			}
+			return endGroup(), true, nil
 		}
 		if err := s.trackXA(q); err != nil {
 			return Event{}, false, fmt.Errorf("%w: %s after %s", err, q, s.boundary)
@@ -352,8 +425,18 @@ func (s *Stream) handle(be *replication.BinlogEvent) (Event, bool, error) {
 			return Event{}, false, nil
 		}
 		return endGroup(), true, nil
+	case *replication.MariadbGTIDListEvent:
+		if h.Flags&replication.LOG_EVENT_ARTIFICIAL_F == 0 && !s.inGroup {
+			s.gt.fileHeadMaria(ev.GTIDs)
+		}
+		return between()
+	case *replication.PreviousGTIDsEvent:
+		if h.Flags&replication.LOG_EVENT_ARTIFICIAL_F == 0 && !s.inGroup {
+			s.gt.fileHeadMySQL(ev.GTIDSets)
+		}
+		return between()
 	case *replication.RotateEvent, *replication.MariadbBinlogCheckPointEvent,
-		*replication.FormatDescriptionEvent, *replication.MariadbGTIDListEvent, *replication.PreviousGTIDsEvent:
+		*replication.FormatDescriptionEvent:
 		return between()
 	case *replication.GenericEvent:
 		switch h.EventType {
@@ -362,6 +445,9 @@ func (s *Stream) handle(be *replication.BinlogEvent) (Event, bool, error) {
 		case replication.XA_PREPARE_LOG_EVENT:
 			return endGroup(), true, nil
 		case replication.INCIDENT_EVENT:
+			if s.prefixTo != nil {
+				return Event{}, false, nil
+			}
 			return Event{}, false, fmt.Errorf("%w (after %s)", ErrIncident, s.boundary)
 		}
 	}
@@ -429,6 +515,34 @@ func (s *Stream) watched(tm *replication.TableMapEvent) bool {
 	return tm != nil && string(tm.Schema) == s.cfg.Table.Schema && string(tm.Table) == s.cfg.Table.Name
 }
 
+func (s *Stream) isMarks(tm *replication.TableMapEvent) bool {
+	return s.cfg.Marks != "" && tm != nil && string(tm.Schema) == s.cfg.Table.Schema && string(tm.Table) == s.cfg.Marks
+}
+
+// markValues returns the mark column (the second) of each after image of a
+// rows event on the marks table.
+func markValues(re *replication.RowsEvent) []int64 {
+	var out []int64
+	step, first := 1, 0
+	switch re.Type() {
+	case replication.EnumRowsEventTypeDelete:
+		return nil
+	case replication.EnumRowsEventTypeUpdate:
+		step, first = 2, 1
+	}
+	for i := first; i < len(re.Rows); i += step {
+		if r := re.Rows[i]; len(r) > 1 {
+			switch v := r[1].(type) {
+			case int64:
+				out = append(out, v)
+			case uint64:
+				out = append(out, int64(v))
+			}
+		}
+	}
+	return out
+}
+
 // checkRows verifies a watched table's rows event before its rows are used.
 func (s *Stream) checkRows(re *replication.RowsEvent) error {
 	if err := checkTableMap(re.Table, s.cols); err != nil {
@@ -460,10 +574,13 @@ func (s *Stream) decodeRows(re *replication.RowsEvent, data []byte) (err error) 
 	if err != nil {
 		return err
 	}
+	if s.isMarks(re.Table) {
+		return re.DecodeData(pos, data)
+	}
 	if !s.watched(re.Table) || s.checkRows(re) != nil {
 		return nil
 	}
-	return re.DecodeData(pos, data)
+	return readRawJSON(re, pos, data) // re.DecodeData, MySQL's binary JSON kept (values.go)
 }
 
 func (s *Stream) rowChanges(re *replication.RowsEvent) ([]RowChange, error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,7 +124,7 @@ func TestRowValues(t *testing.T) {
 	if len(c.ddl) != 0 {
 		t.Errorf("unexpected DDL: %q", c.ddl)
 	}
-	if c.last != end {
+	if c.last.Compare(end) != 0 {
 		t.Errorf("last Pos %s, want CurrentPosition %s", c.last, end)
 	}
 	kinds := make([]Kind, len(c.rows))
@@ -134,16 +135,17 @@ func TestRowValues(t *testing.T) {
 	if !reflect.DeepEqual(kinds, want) {
 		t.Fatalf("kinds %v, want %v", kinds, want)
 	}
-	// MySQL: JSON (column 33) arrives as binary JSON, which go-mysql turns
-	// into compact JSON text; it is a string (TestRoundTrip writes it back).
+	// MySQL: JSON (column 33) arrives as binary JSON, rebuilt as an SQL
+	// expression with its types (TestRoundTrip and TestJSONExact write it
+	// back).
 	mysqlJSON := func(r []any) []any {
 		if testutil.Server(t).MySQL() {
 			b, _ := r[33].([]byte)
 			switch string(b) {
 			case `{"a": [1, "é"]}`:
-				r[33] = `{"a":[1,"é"]}`
+				r[33] = SQLExpr("JSON_OBJECT(_utf8mb4 X'61', JSON_ARRAY(1, _utf8mb4 X'c3a9'))")
 			case "[]":
-				r[33] = "[]"
+				r[33] = SQLExpr("JSON_ARRAY()")
 			}
 		}
 		return r
@@ -214,7 +216,7 @@ func TestPositionsAcrossRotate(t *testing.T) {
 	}
 	s := openStream(t, testConfig(t, tb, ""), from)
 	c := collect(t, s, end)
-	if c.last != end {
+	if c.last.Compare(end) != 0 {
 		t.Errorf("last Pos %s, want %s", c.last, end)
 	}
 	if len(c.rows) != 3 {
@@ -259,10 +261,21 @@ func TestPositionsAcrossRotate(t *testing.T) {
 			break
 		}
 	}
-	s2 := openStream(t, testConfig(t, tb, ""), mid)
-	c2 := collect(t, s2, end)
-	if len(c2.rows) != 2 || c2.rows[0].After[0] != int64(2) {
-		t.Errorf("resumed at %s: %d rows", mid, len(c2.rows))
+	// By GTID (the boundary carries the server's GTIDs: MariaDB always
+	// has them, the MySQL sandbox runs with gtid_mode=ON), and by
+	// file+offset alone: the same rest.
+	if mid.GTID == "" {
+		t.Errorf("the boundary %s carries no GTIDs", mid)
+	}
+	for _, from := range []Position{mid, {File: mid.File, Offset: mid.Offset}} {
+		s2 := openStream(t, testConfig(t, tb, ""), from)
+		c2 := collect(t, s2, end)
+		if len(c2.rows) != 2 || c2.rows[0].After[0] != int64(2) || c2.rows[1].After[0] != int64(3) {
+			t.Errorf("resumed at %s: %d rows", from, len(c2.rows))
+		}
+		if c2.last != c.last {
+			t.Errorf("resumed at %s: last boundary %s, want %s (GTIDs included)", from, c2.last, c.last)
+		}
 	}
 }
 
@@ -303,15 +316,23 @@ func TestRoundTrip(t *testing.T) {
 			cols = append(cols, table.QuoteIdent(col.Name))
 		}
 	}
-	ins := "INSERT INTO t_copy (" + strings.Join(cols, ", ") + ") VALUES (" + strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ") + ")"
-	writable := func(vals []any) []any {
+	// The statement and arguments that write vals: SQLExpr values (MySQL's
+	// JSON) inline, the others as placeholders.
+	writable := func(vals []any) (string, []any) {
 		var out []any
+		var ph []string
 		for i, col := range tb.Columns {
-			if !col.Generated {
-				out = append(out, vals[i])
+			if col.Generated {
+				continue
 			}
+			if e, ok := vals[i].(SQLExpr); ok {
+				ph = append(ph, string(e))
+				continue
+			}
+			ph = append(ph, "?")
+			out = append(out, vals[i])
 		}
-		return out
+		return "INSERT INTO t_copy (" + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(ph, ", ") + ")", out
 	}
 	for _, r := range c.rows {
 		if r.Kind != Insert {
@@ -320,7 +341,8 @@ func TestRoundTrip(t *testing.T) {
 			}
 		}
 		if r.Kind != Delete {
-			if _, err := db.Exec(ins, writable(r.After)...); err != nil {
+			ins, args := writable(r.After)
+			if _, err := db.Exec(ins, args...); err != nil {
 				t.Fatalf("insert %v: %v", r.After, err)
 			}
 		}
@@ -558,7 +580,7 @@ func TestReconnect(t *testing.T) {
 	end := currentPos(t, db)
 	c := collect(t, s, end)
 	note(c)
-	if c.last != end {
+	if c.last.Compare(end) != 0 {
 		t.Errorf("last %s, want %s", c.last, end)
 	}
 	if len(seen) != 19 {
@@ -626,11 +648,11 @@ func TestReconnectMidStatement(t *testing.T) {
 	// statement carries the boundary before it (where a stream can start),
 	// and the group ends at a boundary at the statement's end.
 	for _, ev := range c.rowEvents {
-		if ev.Boundary || ev.Pos != from || !ev.After(from) {
+		if ev.Boundary || ev.Pos.Compare(from) != 0 || !ev.After(from) {
 			t.Fatalf("rows event at %s (boundary %v), want a non-boundary event after %s", ev.Pos, ev.Boundary, from)
 		}
 	}
-	if c.last != end {
+	if c.last.Compare(end) != 0 {
 		t.Errorf("last boundary %s, want %s", c.last, end)
 	}
 	// A stream started at that last boundary starts cleanly.
@@ -716,4 +738,71 @@ func fmtRow(r []*string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestGTIDsMatchServer: the GTIDs the stream puts on its boundaries are the
+// server's own: on MariaDB, BINLOG_GTID_POS of the same file+offset; on
+// MySQL, between gtid_executed before the stream started and after its
+// last boundary (other tests write to the server meanwhile). Streams
+// started at StartPosition (by GTID on MariaDB), at file+offset alone
+// (reading the file from its start) and at a boundary's GTIDs agree.
+func TestGTIDsMatchServer(t *testing.T) {
+	ctx := context.Background()
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+	tb := loadTable(t, db, schema, "t")
+	mysqlServer := testutil.Server(t).MySQL()
+	executed := func() string {
+		var s string
+		if err := db.QueryRowContext(ctx, testutil.Server(t).GTIDExecutedQuery()).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return strings.ReplaceAll(s, "\n", "")
+	}
+	before := executed()
+	start, err := StartPosition(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mysqlServer && start.GTID == "" {
+		t.Fatalf("StartPosition %s has no GTIDs on MariaDB", start)
+	}
+	testutil.Exec(t, db, "INSERT INTO t VALUES (1, 'a')", "UPDATE t SET v = 'b'", "DELETE FROM t")
+	end := currentPos(t, db)
+	var lasts []Position
+	for _, from := range []Position{start, {File: start.File, Offset: start.Offset}} {
+		c := collect(t, openStream(t, testConfig(t, tb, ""), from), end)
+		if len(c.rows) != 3 {
+			t.Errorf("from %s: %d rows, want 3", from, len(c.rows))
+		}
+		lasts = append(lasts, c.last)
+	}
+	if lasts[0] != lasts[1] {
+		t.Errorf("the same boundary, two GTIDs: %s (started by GTID) and %s (by file+offset)", lasts[0], lasts[1])
+	}
+	last := lasts[1]
+	if last.GTID == "" {
+		t.Fatalf("the last boundary %s carries no GTIDs", last)
+	}
+	if mysqlServer {
+		after := executed()
+		var ok int
+		if err := db.QueryRowContext(ctx, "SELECT GTID_SUBSET(?, ?) AND GTID_SUBSET(?, ?)", before, last.GTID, last.GTID, after).Scan(&ok); err != nil || ok != 1 {
+			t.Errorf("boundary GTIDs %s not between gtid_executed %s and %s (%v)", last.GTID, before, after, err)
+		}
+		return
+	}
+	var server string
+	if err := db.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", last.File, last.Offset).Scan(&server); err != nil {
+		t.Fatal(err)
+	}
+	set := func(s string) []string {
+		f := strings.Split(s, ",")
+		slices.Sort(f)
+		return f
+	}
+	if !slices.Equal(set(server), set(last.GTID)) {
+		t.Errorf("boundary %s: the stream says GTIDs %s, the server's BINLOG_GTID_POS %s", last, last.GTID, server)
+	}
 }

@@ -6,18 +6,28 @@ package binlog
 import "fmt"
 
 // Position is a point in the binlog: the end of an event (the position the
-// next event starts at).
+// next event starts at). GTID, when set, is the server's GTIDs logged up to
+// that point (a MySQL GTID set or a MariaDB GTID list, see gtid.go): a
+// stream can start there on any server that has them.
 type Position struct {
 	File   string
 	Offset uint32
+	GTID   string
 }
 
-func (p Position) String() string { return fmt.Sprintf("%s:%d", p.File, p.Offset) }
+func (p Position) String() string {
+	if p.GTID != "" {
+		return fmt.Sprintf("%s:%d (gtid %s)", p.File, p.Offset, p.GTID)
+	}
+	return fmt.Sprintf("%s:%d", p.File, p.Offset)
+}
 
-// IsZero reports whether p is unset.
+// IsZero reports whether p has no file+offset (it may still carry GTIDs).
 func (p Position) IsZero() bool { return p.File == "" }
 
-// Compare returns -1, 0 or 1. Binlog file names of one server sort by their
+// Compare returns -1, 0 or 1, on file+offset only (GTIDs are not
+// compared: positions compared are read from one server's binlog, where
+// file+offset is exact). Binlog file names of one server sort by their
 // numeric suffix, which has a fixed width, so string order is file order.
 func (p Position) Compare(o Position) int {
 	switch {
@@ -60,8 +70,10 @@ func (k Kind) String() string {
 //   - nil for NULL;
 //   - int64 for signed integers, uint64 for unsigned ones (the binlog does not
 //     carry signedness on MariaDB; the table definition is used);
-//   - []byte for character, binary, BLOB/TEXT and JSON columns (raw bytes in
-//     the column's charset);
+//   - []byte for character, binary, BLOB/TEXT columns (raw bytes in the
+//     column's charset) and MariaDB's JSON (text);
+//   - SQLExpr for MySQL's JSON: an expression rebuilding the binary value
+//     with its scalar types (see JSONExpr), written in place of a placeholder;
 //   - string for DECIMAL ("-12.340"), DATE, TIME, DATETIME and TIMESTAMP
 //     (TIMESTAMP rendered in UTC: write it through a session with
 //     time_zone='+00:00');
@@ -78,7 +90,9 @@ type RowChange struct {
 //     from one rows event;
 //   - DDL non-empty: a statement that changes the watched table's definition
 //     (ALTER/RENAME/DROP/TRUNCATE/CREATE TRIGGER ... on it): the caller aborts;
-//   - neither: a progress mark (commit, rotate, heartbeat, other tables' events).
+//   - Marks non-empty: watermarks written to Config.Marks (Boundary false,
+//     Pos the boundary before its group, like a rows event);
+//   - none of these: a progress mark (commit, rotate, heartbeat, other tables' events).
 //
 // Positions are transaction boundaries only. An event with Boundary set
 // ends an event group (or lies between groups) and Pos is the position just
@@ -89,6 +103,7 @@ type RowChange struct {
 type Event struct {
 	Rows     []RowChange
 	DDL      string
+	Marks    []int64
 	Pos      Position
 	Boundary bool
 }

@@ -28,6 +28,7 @@ const (
 	kindSet
 	kindBytes  // character, binary, BLOB/TEXT, JSON, geometry
 	kindBinary // BINARY(n): the binlog drops trailing 0x00 bytes; padded back
+	kindJSON   // JSON: text on MariaDB (as kindBytes), binary on MySQL (JSONExpr)
 )
 
 // column is a column of the watched table prepared for decoding.
@@ -103,8 +104,10 @@ func prepareColumns(t *table.Table) ([]column, error) {
 			col.padTo = n
 		case "varchar", "varbinary":
 			col.kind, col.binTyp = kindBytes, []byte{mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING}
-		case "tinytext", "text", "mediumtext", "longtext", "tinyblob", "blob", "mediumblob", "longblob", "json":
-			col.kind, col.binTyp = kindBytes, []byte{mysql.MYSQL_TYPE_BLOB, mysql.MYSQL_TYPE_JSON}
+		case "tinytext", "text", "mediumtext", "longtext", "tinyblob", "blob", "mediumblob", "longblob":
+			col.kind, col.binTyp = kindBytes, []byte{mysql.MYSQL_TYPE_BLOB}
+		case "json":
+			col.kind, col.binTyp = kindJSON, []byte{mysql.MYSQL_TYPE_BLOB, mysql.MYSQL_TYPE_JSON}
 		case "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring",
 			"multipolygon", "geometrycollection":
 			col.kind, col.binTyp = kindBytes, []byte{mysql.MYSQL_TYPE_GEOMETRY}
@@ -289,6 +292,13 @@ func normalise(v any, c *column) (any, error) {
 			}
 			return strings.Join(members, ","), nil
 		}
+	case kindJSON:
+		if x, ok := v.(binaryJSON); ok {
+			return JSONExpr(x)
+		}
+		c2 := *c
+		c2.kind = kindBytes
+		return normalise(v, &c2)
 	case kindBytes, kindBinary:
 		var b []byte
 		switch x := v.(type) {

@@ -96,6 +96,11 @@ type Input struct {
 	GhostName, OldName, SentryName, CheckpointName, SwapName string
 	// DropOld: the old table is dropped after the swap, so OldName is not used.
 	DropOld bool
+	// DropOldFirst, DropGhostFirst: the run drops a table under OldName, or
+	// an interrupted run's ghost, checkpoint and swap-renamed ghost, before
+	// it starts (--initially-drop-old-table, --initially-drop-ghost-table):
+	// they are not refused.
+	DropOldFirst, DropGhostFirst bool
 	// Resume: the run continues an interrupted one, whose ghost and
 	// checkpoint tables are expected.
 	Resume bool

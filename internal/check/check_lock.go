@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/flavor"
 	"github.com/recast-osc/recast/internal/table"
 )
 
@@ -74,7 +75,7 @@ func AcquireLock(ctx context.Context, db *sql.DB, database, tbl string) (*Lock, 
 	if db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", name).Scan(&id) == nil && id.Valid {
 		holder = fmt.Sprintf("connection %d", id.Int64)
 		var user, host string
-		if db.QueryRowContext(ctx, "SELECT USER, HOST FROM information_schema.PROCESSLIST WHERE ID = ?", id.Int64).Scan(&user, &host) == nil {
+		if pl, err := flavor.ProcesslistOf(ctx, db); err == nil && db.QueryRowContext(ctx, "SELECT USER, HOST FROM "+pl+" WHERE ID = ?", id.Int64).Scan(&user, &host) == nil {
 			holder += fmt.Sprintf(" (user %s from %s)", user, host)
 		}
 	}

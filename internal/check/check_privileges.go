@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/flavor"
 	"github.com/recast-osc/recast/internal/table"
 )
 
@@ -18,7 +19,8 @@ func init() {
 // privilege recast needs is missing: dbconn.GlobalPrivileges on *.*,
 // dbconn.SchemaPrivileges on the table's database (or on *.*). Table- and
 // column-level grants are not counted: recast also works on tables it
-// creates next to the table.
+// creates next to the table. On MySQL, SELECT on performance_schema too
+// (flavor.Server.ReadSchemas).
 func checkPrivileges(ctx context.Context, in *Input) error {
 	var user string
 	if err := in.DB.QueryRowContext(ctx, "SELECT CURRENT_USER()").Scan(&user); err != nil {
@@ -45,7 +47,17 @@ func checkPrivileges(ctx context.Context, in *Input) error {
 		return fmt.Errorf("SHOW GRANTS: %w", err)
 	}
 	missGlobal, missSchema := missingPrivileges(gs, in.Database)
-	if len(missGlobal) == 0 && len(missSchema) == 0 {
+	var missRead []string // schemas recast reads besides the table's (flavor.Server.ReadSchemas)
+	srv, err := flavor.Parse(in.Version)
+	if err != nil { // a faked server (tests): the flavor is enough here
+		srv = flavor.Server{Major: 1, MariaDB: in.Flavor != "mysql"}
+	}
+	for _, db := range srv.ReadSchemas() {
+		if g, s := privileges(gs, db); !g["ALL"] && !g["SELECT"] && !s["ALL"] && !s["SELECT"] {
+			missRead = append(missRead, db)
+		}
+	}
+	if len(missGlobal) == 0 && len(missSchema) == 0 && len(missRead) == 0 {
 		return nil
 	}
 	account := accountLiteral(user)
@@ -57,6 +69,10 @@ func checkPrivileges(ctx context.Context, in *Input) error {
 	if len(missSchema) > 0 {
 		lacks = append(lacks, strings.Join(missSchema, ", ")+" on "+table.QuoteIdent(in.Database)+".*")
 		stmts = append(stmts, fmt.Sprintf("GRANT %s ON %s.* TO %s", strings.Join(missSchema, ", "), table.QuoteIdent(in.Database), account))
+	}
+	for _, db := range missRead {
+		lacks = append(lacks, "SELECT on "+table.QuoteIdent(db)+".*")
+		stmts = append(stmts, fmt.Sprintf("GRANT SELECT ON %s.* TO %s", table.QuoteIdent(db), account))
 	}
 	cause := fmt.Sprintf("the user %s lacks privileges recast needs: %s", account, strings.Join(lacks, " and "))
 	if roles {

@@ -27,8 +27,12 @@ import (
 	"github.com/recast-osc/recast/internal/table"
 )
 
-// Version is the checkpoint format; a different one cannot be resumed.
-const Version = 1
+// Version is the checkpoint format this recast writes. Version 1 (before
+// GTID positions) is still read: it resumes by file+offset.
+const Version = 2
+
+// minVersion is the oldest format Read accepts.
+const minVersion = 1
 
 // State is one checkpoint.
 type State struct {
@@ -40,15 +44,27 @@ type State struct {
 	// nothing yet); CopyDone says the copy finished.
 	Watermark [][]byte `json:"watermark,omitempty"`
 	CopyDone  bool     `json:"copy_done"`
-	// Position: every change before it is applied.
+	// Position: every change before it is applied. File and Offset are
+	// exact on the server that wrote that file only (Server); GTID, when
+	// the server has GTIDs, is the MySQL GTID set or MariaDB GTID list
+	// logged up to the same point, valid on any server that has them.
 	File   string `json:"file"`
 	Offset uint32 `json:"offset"`
+	GTID   string `json:"gtid,omitempty"`
+	// Server identifies the server File belongs to (flavor.Identity:
+	// server_uuid on MySQL, server_id on MariaDB); empty in version 1.
+	Server string `json:"server,omitempty"`
 	// CopiedRows is for progress reporting after a resume.
 	CopiedRows int64 `json:"copied_rows"`
 }
 
 // Pos returns the applied position.
-func (s State) Pos() binlog.Position { return binlog.Position{File: s.File, Offset: s.Offset} }
+func (s State) Pos() binlog.Position {
+	return binlog.Position{File: s.File, Offset: s.Offset, GTID: s.GTID}
+}
+
+// SetPos records p as the applied position.
+func (s *State) SetPos(p binlog.Position) { s.File, s.Offset, s.GTID = p.File, p.Offset, p.GTID }
 
 // TableName is the checkpoint table of table t.
 func TableName(t string) string { return "_" + t + "_chk" }
@@ -97,8 +113,8 @@ func Read(ctx context.Context, db *sql.DB, schema, t string) (State, error) {
 	if err := json.Unmarshal([]byte(raw), &s); err != nil {
 		return State{}, fmt.Errorf("the checkpoint in %s is unreadable: %w", name(schema, t), err)
 	}
-	if s.Version != Version {
-		return State{}, fmt.Errorf("the checkpoint in %s has format %d, this recast writes %d: run recast cleanup and start over", name(schema, t), s.Version, Version)
+	if s.Version < minVersion || s.Version > Version {
+		return State{}, fmt.Errorf("the checkpoint in %s has format %d, this recast reads formats %d to %d: resume with the recast that wrote it, or run recast cleanup and start over", name(schema, t), s.Version, minVersion, Version)
 	}
 	return s, nil
 }

@@ -78,6 +78,11 @@ func TestStateAndNames(t *testing.T) {
 	if got, want := s.Pos(), (binlog.Position{File: "bin.000012", Offset: 4}); got != want {
 		t.Errorf("Pos = %v, want %v", got, want)
 	}
+	p := binlog.Position{File: "bin.000013", Offset: 77, GTID: "0-1-12,1-2-3"}
+	s.SetPos(p)
+	if s.File != p.File || s.Offset != p.Offset || s.GTID != p.GTID || s.Pos() != p {
+		t.Errorf("SetPos(%v): state %+v, Pos %v", p, s, s.Pos())
+	}
 	if got := TableName("orders"); got != "_orders_chk" {
 		t.Errorf("TableName = %q", got)
 	}
@@ -96,10 +101,28 @@ func TestWriteRead(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Read = %+v, want %+v", got, want)
 	}
+	// The GTID position and the server identity are kept.
+	in.GTID, in.Server = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-56,c1a1b5a0-0000-11ef-8000-000000000001:7", "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+	if got := writeRead(t, in); got.GTID != in.GTID || got.Server != in.Server || got.Pos().GTID != in.GTID {
+		t.Errorf("Read = %+v, want GTID %q, Server %q", got, in.GTID, in.Server)
+	}
 	// A nil watermark (nothing copied yet) stays nil, not an empty key.
 	got = writeRead(t, State{Key: []string{"id"}})
 	if got.Watermark != nil {
 		t.Errorf("nil watermark read back as %#v", got.Watermark)
+	}
+}
+
+// TestReadVersion1: a checkpoint written before GTID positions (format 1)
+// is read; it has no GTIDs, so it resumes by file+offset.
+func TestReadVersion1(t *testing.T) {
+	f := &fake{row: ptr(`{"version":1,"alter":"ADD COLUMN x INT","key":["id"],"copy_done":false,"file":"bin.000007","offset":9876,"copied_rows":5}`)}
+	got, err := Read(context.Background(), f.open(t), "s", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (binlog.Position{File: "bin.000007", Offset: 9876}); got.Pos() != want || got.Version != 1 || got.Server != "" {
+		t.Errorf("Read = %+v (Pos %v), want version 1 at %v without GTIDs", got, got.Pos(), want)
 	}
 }
 
@@ -126,8 +149,8 @@ func TestReadErrors(t *testing.T) {
 			func(err error) bool { return err != nil && strings.Contains(err.Error(), "unreadable") }},
 		{"old format", ptr(`{"version":0}`), nil,
 			func(err error) bool { return err != nil && strings.Contains(err.Error(), "has format 0") }},
-		{"newer format", ptr(`{"version":2,"alter":"x"}`), nil,
-			func(err error) bool { return err != nil && strings.Contains(err.Error(), "has format 2") }},
+		{"newer format", ptr(`{"version":3,"alter":"x"}`), nil,
+			func(err error) bool { return err != nil && strings.Contains(err.Error(), "has format 3") }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -175,7 +175,7 @@ func (c *checker) buildExprs() {
 		}
 		return "CAST(" + table.QuoteIdent(name) + " AS BINARY)"
 	}
-	var src, gh []string
+	var src, gh, srcBin, ghBin []string
 	for i, s := range c.cfg.SourceColumns {
 		g := c.cfg.GhostColumns[i]
 		sc := c.cfg.Source.Columns[c.cfg.Source.ColumnIndex(s)]
@@ -196,6 +196,14 @@ func (c *checker) buildExprs() {
 			se, ge := table.QuoteIdent(s), table.QuoteIdent(g)
 			if sc.Charset != "" {
 				se, ge = raw(s, sc.Charset), raw(g, gc.Charset)
+			} else if byteString(sc.DataType) {
+				// Binary strings are hashed apart: next to character
+				// strings of an explicit collation, MySQL converts them to
+				// that charset and fails on bytes that are not valid
+				// there (error 3854).
+				srcBin = append(srcBin, se, "ISNULL("+table.QuoteIdent(s)+")")
+				ghBin = append(ghBin, ge, "ISNULL("+table.QuoteIdent(g)+")")
+				continue
 			}
 			src = append(src, se, "ISNULL("+table.QuoteIdent(s)+")")
 			gh = append(gh, ge, "ISNULL("+table.QuoteIdent(g)+")")
@@ -204,8 +212,22 @@ func (c *checker) buildExprs() {
 		src = append(src, textExpr(s, sc), "ISNULL("+table.QuoteIdent(s)+")")
 		gh = append(gh, textExpr(g, gc), "ISNULL("+table.QuoteIdent(g)+")")
 	}
+	if len(srcBin) > 0 {
+		src = append(src, "CRC32(CONCAT_WS('#',"+strings.Join(srcBin, ",")+"))")
+		gh = append(gh, "CRC32(CONCAT_WS('#',"+strings.Join(ghBin, ",")+"))")
+	}
 	c.srcExpr = "CRC32(CONCAT_WS('#'," + strings.Join(src, ",") + "))"
 	c.ghExpr = "CRC32(CONCAT_WS('#'," + strings.Join(gh, ",") + "))"
+}
+
+// byteString reports the types whose values are binary strings: byte
+// strings, BIT and the spatial types.
+func byteString(dataType string) bool {
+	switch dataType {
+	case "bit", "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection", "geomcollection":
+		return true
+	}
+	return table.IsBinaryType(dataType)
 }
 
 func textExpr(name string, c table.Column) string {
@@ -347,8 +369,12 @@ func comparableTypes(s, g table.Column) bool {
 func (c *checker) compare(ctx context.Context, todo []chunk) (diff []chunk, n int, rows int64, aligning time.Duration, err error) {
 	// The snapshots need REPEATABLE READ; the pool's sessions are READ
 	// COMMITTED (no gap locks for the repair's and the copier's locking
-	// reads). The two sessions are discarded, not handed back to the pool,
-	// so the setting (and the open snapshot) ends with them.
+	// reads). The session's level, not SET TRANSACTION's: that covers only
+	// the next transaction, and Align may open the source snapshot again
+	// (the reader was ahead), which then ran READ COMMITTED and read rows
+	// committed after its binlog position (TestSnapshotAfterRetry). The two
+	// sessions are discarded, not handed back to the pool, so the setting
+	// (and the open snapshot) ends with them.
 	srcConn, err := c.db.Conn(ctx)
 	if err != nil {
 		return nil, 0, 0, 0, err
@@ -360,7 +386,7 @@ func (c *checker) compare(ctx context.Context, todo []chunk) (diff []chunk, n in
 	}
 	defer discard(ghConn)
 	for _, conn := range []*sql.Conn{srcConn, ghConn} {
-		if _, err := conn.ExecContext(ctx, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
+		if _, err := conn.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
 			return nil, 0, 0, 0, err
 		}
 	}
@@ -430,12 +456,84 @@ func (c *checker) compare(ctx context.Context, todo []chunk) (diff []chunk, n in
 		rows += sc
 		if sc != gc || scrc != gcrc {
 			diff = append(diff, ch)
+			c.logRowDiffs(ctx, srcConn, ghConn, ch)
 		}
 	}
 	if err := <-walkErr; err != nil {
 		return nil, 0, 0, 0, err
 	}
 	return diff, n, rows, aligning, nil
+}
+
+// maxLoggedDiffs caps the differing rows logged per chunk.
+const maxLoggedDiffs = 5
+
+// logRowDiffs logs, at Warn, the rows of a differing chunk that differ
+// between the two snapshots (at most maxLoggedDiffs): the key's bytes in
+// hex (keys equal under a collation but not byte-equal show apart) and
+// each side's row. A repair follows, so this is the only record of what
+// the applier or the copy got wrong.
+func (c *checker) logRowDiffs(ctx context.Context, srcConn, ghConn *sql.Conn, ch chunk) {
+	read := func(conn *sql.Conn, tbl, expr string, key, cols []string) (map[string][2]string, []string, error) {
+		where, args := rangeWhere(key, ch)
+		hexKey := make([]string, len(key))
+		for i, k := range key {
+			hexKey[i] = "HEX(" + table.QuoteIdent(k) + ")"
+		}
+		quoted := make([]string, len(cols))
+		for i, col := range cols {
+			quoted[i] = "QUOTE(" + table.QuoteIdent(col) + ")"
+		}
+		q := dbconn.Tag + "SELECT CONCAT_WS(',', " + strings.Join(hexKey, ", ") + "), " + expr + ", CONCAT_WS(', ', " + strings.Join(quoted, ", ") + ") FROM " + tbl + " WHERE " + where
+		rows, err := conn.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer rows.Close()
+		m := map[string][2]string{}
+		var order []string
+		for rows.Next() {
+			var k, crc string
+			var row sql.NullString
+			if err := rows.Scan(&k, &crc, &row); err != nil {
+				return nil, nil, err
+			}
+			m[k] = [2]string{crc, row.String}
+			order = append(order, k)
+		}
+		return m, order, rows.Err()
+	}
+	src, sorder, err := read(srcConn, c.cfg.Source.QuotedName(), c.srcExpr, c.cfg.KeySource, c.cfg.SourceColumns)
+	if err != nil {
+		c.cfg.Logger.Warn("checksum: reading the differing chunk's rows failed", "err", err)
+		return
+	}
+	gh, gorder, err := read(ghConn, c.cfg.Ghost.QuotedName(), c.ghExpr, c.cfg.KeyGhost, c.cfg.GhostColumns)
+	if err != nil {
+		c.cfg.Logger.Warn("checksum: reading the differing chunk's rows failed", "err", err)
+		return
+	}
+	var out []string
+	for _, k := range sorder {
+		g, ok := gh[k]
+		switch {
+		case !ok:
+			out = append(out, "key 0x"+k+": only in the source: "+src[k][1])
+		case g[0] != src[k][0]:
+			out = append(out, "key 0x"+k+": source "+src[k][1]+" | new table "+g[1])
+		}
+	}
+	for _, k := range gorder {
+		if _, ok := src[k]; !ok {
+			out = append(out, "key 0x"+k+": only in the new table: "+gh[k][1])
+		}
+	}
+	n := len(out)
+	if n > maxLoggedDiffs {
+		out = out[:maxLoggedDiffs]
+	}
+	c.cfg.Logger.Warn("checksum: rows differ between the snapshots", "chunk_lo", fmt.Sprint(ch.lo), "chunk_hi", fmt.Sprint(ch.hi),
+		"rows", n, "first", strings.Join(out, "; "))
 }
 
 // walker yields the chunks: the given ones, or consecutive key ranges of

@@ -62,11 +62,21 @@ type Config struct {
 	Start []any
 	// Throttle, if set, is called before each chunk and blocks while copying must pause.
 	Throttle func(ctx context.Context) error
+	// Pace, if set, is called by a copy thread after each chunk with the
+	// chunk's duration, and may sleep (throttle.Pacer).
+	Pace func(ctx context.Context, took time.Duration) error
 	// AfterChunk, if set, runs after each chunk is copied, with its range
 	// (lo, hi]: the migration looks there for rows INSERT IGNORE skipped
 	// because another row held their value under a unique key.
 	AfterChunk func(ctx context.Context, lo, hi []any) error
-	Logger     *slog.Logger
+	// Defer, if set, makes the copy lock-free (lockfree.go, docs/copy.md):
+	// chunks read the source without locking it, and the pipeline holds
+	// the changes to a chunk's range until the chunk is over. Marks is the
+	// quoted watermark table (MarksName, CreateMarks) the binlog stream
+	// watches. Nil: every chunk is a locking read.
+	Defer  Deferrer
+	Marks  string
+	Logger *slog.Logger
 }
 
 // Copier copies chunk after chunk.
@@ -75,8 +85,15 @@ type Copier struct {
 	cfg    Config
 	copied atomic.Int64
 	chunks atomic.Int64
-	chunk  atomic.Int64 // current chunk size
-	done   atomic.Bool
+	lf     *lockFree
+	// lockedChunks counts the chunks of a lock-free copy that locked
+	// anyway (a prepared XA transaction existed).
+	lockedChunks atomic.Int64
+	// rechecked counts the chunks whose warnings were examined again apart
+	// (recheckChunk).
+	rechecked atomic.Int64
+	chunk     atomic.Int64 // current chunk size
+	done      atomic.Bool
 
 	// Settings that may change while running (SetThreads, SetChunkTime,
 	// SetChunkBounds); cfg holds the initial values.
@@ -114,6 +131,12 @@ func New(db *sql.DB, cfg Config) (*Copier, error) {
 		cfg.Threads = 1
 	}
 	c := &Copier{db: db, cfg: cfg, watermark: cfg.Start, finished: map[int][]any{}, wake: make(chan struct{})}
+	if cfg.Defer != nil {
+		if cfg.Marks == "" {
+			return nil, errors.New("copier: a lock-free copy needs its watermark table")
+		}
+		c.lf = &lockFree{def: cfg.Defer, marks: cfg.Marks}
+	}
 	c.chunk.Store(int64(min(1000, cfg.MaxChunk)))
 	c.threads.Store(int64(min(cfg.Threads, MaxThreads)))
 	c.chunkTime.Store(int64(cfg.ChunkTime))
@@ -129,6 +152,12 @@ type Progress struct {
 	ChunkSize int64
 	InFlight  int64 // chunks being copied now
 	Done      bool
+}
+
+// LockFree reports whether chunks read without locks, and how many of them
+// locked anyway because a prepared XA transaction existed.
+func (c *Copier) LockFree() (on bool, locked int64) {
+	return c.lf != nil, c.lockedChunks.Load()
 }
 
 // Progress returns the counters.
@@ -252,7 +281,13 @@ func (c *Copier) Run(ctx context.Context) error {
 				}
 				start := time.Now()
 				c.inFlight.Add(1)
-				n, err := c.copyChunk(gctx, ch.lo, ch.hi)
+				var n int64
+				var err error
+				if c.lf != nil {
+					n, err = c.copyChunkLockFree(gctx, i, ch.lo, ch.hi)
+				} else {
+					n, err = c.copyChunk(gctx, ch.lo, ch.hi)
+				}
 				c.inFlight.Add(-1)
 				if err != nil {
 					return err
@@ -260,7 +295,13 @@ func (c *Copier) Run(ctx context.Context) error {
 				c.copied.Add(n)
 				c.chunks.Add(1)
 				c.finish(ch)
-				c.adjust(time.Since(start))
+				took := time.Since(start)
+				c.adjust(took)
+				if c.cfg.Pace != nil {
+					if err := c.cfg.Pace(gctx, took); err != nil {
+						return err
+					}
+				}
 			}
 			return nil
 		})
@@ -435,11 +476,21 @@ func (c *Copier) checkWarnings(ctx context.Context, conn *sql.Conn, lo, hi []any
 		break
 	}
 	if bad == nil && len(ws) < n {
-		return fmt.Errorf("%w: copying the chunk after key %v raised %d warnings, of which the server kept only %d (max_error_count): lower --max-chunk-rows so that every warning can be examined", ErrDataChange, lo, n, len(ws))
+		// Most likely duplicate keys: rows the applier wrote before the
+		// chunk (a hot key range). Conversions do not depend on what the
+		// ghost holds: the chunk's rows are converted again into an empty
+		// temporary copy of the ghost, where only their own warnings rise.
+		return c.recheckChunk(ctx, conn, lo, hi, n, len(ws))
 	}
 	if bad == nil {
 		return nil
 	}
+	return c.badWarning(ctx, lo, hi, *bad)
+}
+
+// badWarning is the error for a warning that changes data, naming the row's
+// key when the warning says "at row N".
+func (c *Copier) badWarning(ctx context.Context, lo, hi []any, bad warning) error {
 	where := fmt.Sprintf("the chunk after key %v", lo)
 	if m := atRow.FindStringSubmatch(bad.msg); m != nil {
 		if row, err := strconv.Atoi(m[1]); err == nil && row > 0 {
@@ -450,6 +501,64 @@ func (c *Copier) checkWarnings(ctx context.Context, conn *sql.Conn, lo, hi []any
 	}
 	return fmt.Errorf("%w: copying %s raised %s %d: %s; fix the data or the ALTER", ErrDataChange, where, bad.level, bad.code, bad.msg)
 }
+
+// recheckTable is the session's temporary copy of the ghost that
+// recheckChunk converts a chunk into.
+const recheckTable = "_recast_recheck"
+
+// recheckChunk examines the warnings of a chunk whose statement raised more
+// (n) than the session kept (kept; MySQL without SESSION_VARIABLES_ADMIN
+// keeps 1024), all kept ones benign: it converts the chunk's rows again into
+// an empty temporary table like the ghost, where the duplicate-key warnings
+// of rows the applier had already written cannot rise, and examines those
+// warnings as checkWarnings does. A row that changed in between is
+// converted as it is now; its own event rewrites the ghost's copy anyway
+// (strictly, by the applier). The temporary table is dropped before conn
+// goes back to the pool.
+func (c *Copier) recheckChunk(ctx context.Context, conn *sql.Conn, lo, hi []any, n, kept int) error {
+	tmp := table.QuoteIdent(c.cfg.Source.Schema) + "." + table.QuoteIdent(recheckTable)
+	if _, err := conn.ExecContext(ctx, dbconn.Tag+"CREATE TEMPORARY TABLE "+tmp+" LIKE "+c.cfg.Ghost); err != nil {
+		return fmt.Errorf("re-examine the chunk after key %v (%d warnings, %d kept): %w", lo, n, kept, err)
+	}
+	defer func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), dbconn.Tag+"DROP TEMPORARY TABLE IF EXISTS "+tmp)
+	}()
+	where, args := table.RangeWhere(c.cfg.KeyColumns, lo, hi)
+	q := dbconn.Tag + "INSERT IGNORE INTO " + tmp + " (" + table.QuoteIdents(c.cfg.GhostColumns) + ") SELECT " +
+		c.selectList() + " FROM " + c.cfg.Source.QuotedName() +
+		" FORCE INDEX (" + table.QuoteIdent(c.cfg.KeyIndex) + ") WHERE " + where
+	if _, err := conn.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("re-examine the chunk after key %v (%d warnings, %d kept): %w", lo, n, kept, err)
+	}
+	var m int
+	if err := conn.QueryRowContext(ctx, "SHOW COUNT(*) WARNINGS").Scan(&m); err != nil {
+		return err
+	}
+	c.rechecked.Add(1)
+	c.cfg.Logger.Info("copy: a chunk raised more warnings than the session keeps; its rows were converted again apart to examine them",
+		"after", fmt.Sprint(lo), "warnings", n, "kept", kept, "warnings_apart", m)
+	if m == 0 {
+		return nil
+	}
+	ws, err := readWarnings(ctx, conn)
+	if err != nil {
+		return err
+	}
+	for i := range ws {
+		if ws[i].code == dbconn.ErDupEntry || strings.EqualFold(ws[i].level, "Note") {
+			continue
+		}
+		return c.badWarning(ctx, lo, hi, ws[i])
+	}
+	if len(ws) < m {
+		return fmt.Errorf("%w: copying the chunk after key %v raised %d warnings (%d with its rows apart), of which the server kept only %d (max_error_count): lower --max-chunk-rows, or grant recast's user SESSION_VARIABLES_ADMIN so that it keeps them all", ErrDataChange, lo, n, m, len(ws))
+	}
+	return nil
+}
+
+// Rechecked is the number of chunks whose warnings overflowed the session's
+// max_error_count and were examined again apart.
+func (c *Copier) Rechecked() int64 { return c.rechecked.Load() }
 
 // keyAt returns the key of the row-th row (1-based) of the chunk (lo, hi] in
 // key order, the order the chunk's INSERT ... SELECT reads it in.

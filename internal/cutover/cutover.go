@@ -1,12 +1,58 @@
 // Package cutover swaps the ghost table in for the original one, atomically
-// and without losing a write, on MariaDB (which refuses RENAME TABLE under
-// LOCK TABLES, ERROR 1192) and on MySQL 8.0+ alike.
+// and without losing a write. The protocol is chosen by flavor
+// (flavor.Server.RenameUnderLockTables): MariaDB refuses RENAME TABLE under
+// LOCK TABLES (ERROR 1192, checked on 10.11 and 11.8), so it gets the
+// sentry protocol below; MySQL 8.0.13+ renames tables its locking session
+// holds WRITE, so it gets the swap under lock (MySQL, below, and mysql.go).
+// docs/cutover-flavors.md has both arguments and the stress figures.
 //
-// Why not MySQL's one-session swap (RENAME TABLE under LOCK TABLES, allowed
-// there since 8.0.13): the RENAME needs the ghost write-locked by the locking
-// session too, and recast's applier, which must bring the ghost up to the
-// drain point after the lock, writes the ghost from other sessions; it would
-// wait for that lock forever. The two-session protocol locks only T.
+// Why recast's MySQL swap is not the textbook one-session swap (LOCK TABLES
+// T WRITE, G WRITE; drain; RENAME; UNLOCK on one session): the drain and the
+// checks under the lock write and read the ghost from other sessions
+// (the applier's workers, its transactions for unique keys, the verifier,
+// the auto-increment carry-over), and a WRITE lock on G would make them
+// wait for the locking session forever; a transaction on the locking
+// session would release its locks. So the session that drains holds T
+// only, and the RENAME runs in the session that takes both locks next.
+//
+// MySQL (two sessions, A and B; T the table, G the ghost, S = T_rcsentry,
+// the old table's name until it is renamed to _T_old):
+//
+//  1. A: LOCK TABLES T WRITE (short lock wait, retried). No write reaches T.
+//  2. A: read the binlog position P; wait until the applier applied
+//     everything before P; UnderLock (verify, auto-increment) with G open
+//     to other sessions.
+//  3. B: RENAME TABLE G TO G' (G' = T_rcnew, killed at the attempt's
+//     deadline if a session holding G keeps it waiting), then LOCK TABLES
+//     T WRITE, G' WRITE. MySQL requests LOCK TABLES' locks in name order:
+//     with G's own name ("_t_new" sorts before "t") B would wait on a
+//     holder of G without having requested T, and A's UNLOCK would hand T
+//     to the application's queued writes, landing in the old table (gh-ost
+//     #653; TestCutOverGhostHolder). G' sorts after T: B queues on T, held
+//     by A. A confirms B waits for the metadata lock.
+//  4. A: UNLOCK TABLES. B is granted T before every statement that queued
+//     on T before or after it: in MySQL's MDL a pending LOCK TABLES WRITE
+//     (SNRW) blocks new DML requests (SR/SW) from being granted, and it is
+//     compatible with waiting ones (observed on 9.7: an INSERT queued
+//     before B lands in the new table).
+//  5. B: RENAME TABLE T TO S, G' TO T (one statement: T is never missing),
+//     then UNLOCK TABLES; the queued statements open T by name and find the
+//     new table. S is renamed to _T_old (or dropped) afterwards.
+//
+// Why no write reaches the old table after P: T is locked by A from step 1
+// to step 4 and by B from step 4 to B's UNLOCK, with no statement on T
+// granted in between. The binlog stream checks it (Armed is called before
+// B's request: from then on T's events are held and counted as lost).
+// Why a crash is safe: before step 4, A holds T, so B cannot have been
+// granted; a failed attempt kills B before A unlocks (no sentry stops B
+// here). If A's session dies after step 3, B (granted first) swaps a
+// drained ghost, which is what step 4 does anyway. If B dies, its LOCK
+// TABLES is released and its RENAME happened entirely or not at all; the
+// outcome is read back from the server (resolveSwap). max_write_lock_count
+// set low would let queued DML jump B; the stream's check then fails the
+// run loudly ("writes lost") instead of passing silently.
+//
+// MariaDB:
 //
 // The protocol (two sessions, A and B; T the table, G the ghost, S a sentry
 // table whose name sorts after T's):
@@ -203,7 +249,7 @@ func Run(ctx context.Context, db *sql.DB, cfg Config) (Result, error) {
 	var st attemptStats
 	rep, err := mdl.Run(ctx, pol, "cut-over", func(ctx context.Context) error {
 		var err error
-		st, err = attemptOnce(ctx, db, cfg, realServer{db}, fl)
+		st, err = attemptOnce(ctx, db, cfg, realServer{db, fl}, fl)
 		res.Blocked += st.blocked
 		if st.blocked > 0 {
 			res.AttemptLocks = append(res.AttemptLocks, st.blocked)
@@ -284,12 +330,22 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server, fl fla
 	var renameDone chan error
 	var lockRequested, lockedAt time.Time
 	finished, ghostMaybeMoved := false, false
+	inLock := fl.RenameUnderLockTables() // MySQL: swapUnderLock (mysql.go)
+	var bQueued int64                    // MySQL: B's session, once its LOCK TABLES was sent
 	defer func() {
 		if finished {
 			return
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
+		if inLock && renameDone != nil {
+			// No sentry stops B's queued LOCK TABLES and RENAME: end B
+			// before A unlocks (while A holds T, B cannot have been granted).
+			if !stopQueued(cctx, srv, bQueued, renameDone, cfg.Logger) {
+				cfg.Logger.Error("cut-over: the queued swap session could not be confirmed stopped; unlocking anyway (the ghost is drained: a swap it makes is complete)", "session", bQueued)
+			}
+			renameDone = nil
+		}
 		if ghostMaybeMoved {
 			// Back to the name the applier writes to, before T is unlocked
 			// (a queued RENAME then fails: its source is gone, the sentry
@@ -321,7 +377,9 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server, fl fla
 			case <-cctx.Done():
 			}
 		}
-		_, _ = db.ExecContext(cctx, dbconn.Tag+"DROP TABLE IF EXISTS "+sentry)
+		if !inLock { // MySQL has no sentry: the name may hold the old table of a RENAME that went through
+			_, _ = db.ExecContext(cctx, dbconn.Tag+"DROP TABLE IF EXISTS "+sentry)
+		}
 	}()
 
 	// The sentry's CREATE and DROP need not reach the binlog (replicas only
@@ -337,11 +395,18 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server, fl fla
 	if fl.MySQL() {
 		sentryEngine = "InnoDB"
 	}
-	for _, s := range []string{
+	prepare := []string{
 		fmt.Sprintf("SET SESSION lock_wait_timeout = %d", lockSecs),
 		dbconn.Tag + "DROP TABLE IF EXISTS " + sentry,
 		dbconn.Tag + "CREATE TABLE " + sentry + " (id INT) ENGINE=" + sentryEngine + " COMMENT='" + SentryComment + "'",
-	} {
+	}
+	lockStmt := dbconn.Tag + "LOCK TABLES " + tbl + " WRITE, " + sentry + " WRITE"
+	if inLock {
+		// No sentry; the name must be free for the old table.
+		prepare = prepare[:2]
+		lockStmt = dbconn.Tag + "LOCK TABLES " + tbl + " WRITE"
+	}
+	for _, s := range prepare {
 		if _, err := connA.ExecContext(ctx, s); err != nil {
 			return st, fmt.Errorf("%w: prepare the sentry: %w", errRetry, err)
 		}
@@ -384,7 +449,7 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server, fl fla
 	deadline := lockRequested.Add(cfg.LockWaitTimeout)
 	lctx, lcancel := context.WithDeadline(ctx, deadline)
 	defer lcancel()
-	if err := within(ctx, srv, connA, aID, deadline, dbconn.Tag+"LOCK TABLES "+tbl+" WRITE, "+sentry+" WRITE"); err != nil {
+	if err := within(ctx, srv, connA, aID, deadline, lockStmt); err != nil {
 		if dbconn.IsLockTimeout(err) || errors.Is(err, errDeadline) {
 			return st, fmt.Errorf("%w: LOCK TABLES waited %s for other sessions' metadata locks on %s", errRetry, cfg.LockWaitTimeout, tbl)
 		}
@@ -417,6 +482,24 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server, fl fla
 		}
 	}
 
+	if inLock {
+		// The ghost first takes a name that sorts after T (as on MariaDB,
+		// below): B's LOCK TABLES requests its locks in name order, and
+		// "_t_new" sorts before "t", so B would otherwise wait on a session
+		// holding the ghost while A's UNLOCK hands T to the application's
+		// queued writes, which would land in the old table (gh-ost #653).
+		// The RENAME here waits for such a holder within the deadline.
+		ghostMaybeMoved = true
+		renameAt := time.Now()
+		if err := within(ctx, srv, connB, bID, deadline, dbconn.Tag+"RENAME TABLE "+ghost+" TO "+swap); err != nil {
+			return st, fmt.Errorf("%w: rename the ghost for the swap: %w", errRetry, err)
+		}
+		st.rename = time.Since(renameAt)
+		err := swapUnderLock(ctx, lctx, cfg, srv, swapSessions{db: db, a: connA, b: connB, bID: bID, unregB: unregB},
+			deadline, lockRequested, lockedAt, attemptRefs{st: &st, renameDone: &renameDone, bOwned: &bOwned, bQueued: &bQueued, finished: &finished})
+		return st, err
+	}
+
 	// The ghost takes a name that sorts after T, so that T is the first table
 	// B's RENAME locks: waiting for a metadata lock then means waiting on T.
 	// Nothing writes to the ghost now: T is locked and the applier drained.
@@ -438,7 +521,7 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server, fl fla
 		renameDone <- err
 	}()
 	queued := time.Now()
-	if err := waitForMDLWait(lctx, connA, bID, renameDone, time.Until(deadline)); err != nil {
+	if err := waitForMDLWait(lctx, connA, fl.SessionStateQuery(), bID, renameDone, time.Until(deadline)); err != nil {
 		return st, fmt.Errorf("%w: %w", errRetry, err)
 	}
 	st.queue = time.Since(queued)
@@ -460,7 +543,7 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server, fl fla
 	// The statements queued on T wait for B's RENAME too (granted first).
 	st.blocked = time.Since(lockRequested)
 	if rerr != nil {
-		swapped, err := resolveSwap(context.WithoutCancel(ctx), srv, cfg, bID, rerr)
+		swapped, err := resolveSwap(context.WithoutCancel(ctx), srv, cfg, bID, SwapName(cfg.Table), rerr)
 		if swapped {
 			st.recovered = true
 			return st, nil
@@ -482,10 +565,13 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server, fl fla
 // atomically. If it did not happen, the ghost gets its name back (nil
 // error, not swapped). If it did, swapped is true. Otherwise the error
 // wraps ErrOutcomeUnknown and nothing is touched.
-func resolveSwap(ctx context.Context, srv server, cfg Config, bID int64, rerr error) (swapped bool, _ error) {
+//
+// ghostAt is the ghost's name while the swap runs (SwapName on both
+// protocols; the ghost's own name is handled too).
+func resolveSwap(ctx context.Context, srv server, cfg Config, bID int64, ghostAt string, rerr error) (swapped bool, _ error) {
 	unknown := func(format string, args ...any) error {
 		return fmt.Errorf("%w: the swap session's RENAME reported %w; %s; nothing was renamed back: look at %s.%s, %s and %s before doing anything",
-			ErrOutcomeUnknown, rerr, fmt.Sprintf(format, args...), cfg.Schema, cfg.Table, SentryName(cfg.Table), SwapName(cfg.Table))
+			ErrOutcomeUnknown, rerr, fmt.Sprintf(format, args...), cfg.Schema, cfg.Table, SentryName(cfg.Table), ghostAt)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -506,17 +592,21 @@ func resolveSwap(ctx context.Context, srv server, cfg Config, bID int64, rerr er
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	tabs, err := srv.tables(ctx, cfg.Schema, cfg.Table, SentryName(cfg.Table), SwapName(cfg.Table))
+	tabs, err := srv.tables(ctx, cfg.Schema, cfg.Table, SentryName(cfg.Table), ghostAt)
 	if err != nil {
 		return false, unknown("reading the tables failed: %v", err)
 	}
 	_, hasT := tabs[cfg.Table]
 	sentryComment, hasSentry := tabs[SentryName(cfg.Table)]
-	_, hasSwap := tabs[SwapName(cfg.Table)]
+	_, hasSwap := tabs[ghostAt]
 	switch {
 	case hasT && hasSwap && !hasSentry:
 		q := func(n string) string { return table.QuoteIdent(cfg.Schema) + "." + table.QuoteIdent(n) }
-		if err := srv.rename(ctx, q(SwapName(cfg.Table)), q(cfg.Ghost)); err != nil {
+		if ghostAt == cfg.Ghost {
+			cfg.Logger.Warn("cut-over: the swap's RENAME failed; the server shows the table unchanged", "err", rerr)
+			return false, nil
+		}
+		if err := srv.rename(ctx, q(ghostAt), q(cfg.Ghost)); err != nil {
 			return false, fmt.Errorf("RENAME failed (the table is unchanged: %w), and renaming the ghost back failed: %w", rerr, err)
 		}
 		cfg.Logger.Warn("cut-over: the swap's RENAME failed; the server shows the table unchanged", "err", rerr)
@@ -525,7 +615,7 @@ func resolveSwap(ctx context.Context, srv server, cfg Config, bID int64, rerr er
 		cfg.Logger.Warn("cut-over: the swap session reported an error, but the server shows the RENAME done: the new table is in place", "err", rerr)
 		return true, nil
 	default:
-		return false, unknown("the server shows %s %v, %s %v (comment %q), %s %v", cfg.Table, hasT, SentryName(cfg.Table), hasSentry, sentryComment, SwapName(cfg.Table), hasSwap)
+		return false, unknown("the server shows %s %v, %s %v (comment %q), %s %v", cfg.Table, hasT, SentryName(cfg.Table), hasSentry, sentryComment, ghostAt, hasSwap)
 	}
 }
 
@@ -537,12 +627,17 @@ type server interface {
 	// killSession ends session id (no error if it is gone already).
 	killSession(ctx context.Context, id int64) error
 	sessionGone(ctx context.Context, id int64) (bool, error)
+	// sessionStateQuery selects a session's state by id (flavor).
+	sessionStateQuery() string
 	// tables returns which of names exist in schema, with their comments.
 	tables(ctx context.Context, schema string, names ...string) (map[string]string, error)
 	rename(ctx context.Context, from, to string) error
 }
 
-type realServer struct{ db *sql.DB }
+type realServer struct {
+	db *sql.DB
+	fl flavor.Server
+}
 
 // erNoSuchThread: KILL of a session that is gone.
 const erNoSuchThread = 1094
@@ -563,10 +658,15 @@ func (r realServer) killSession(ctx context.Context, id int64) error {
 	return err
 }
 
+func (r realServer) sessionStateQuery() string { return r.fl.SessionStateQuery() }
+
 func (r realServer) sessionGone(ctx context.Context, id int64) (bool, error) {
-	var n int
-	err := r.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n)
-	return n == 0, err
+	var state sql.NullString
+	err := r.db.QueryRowContext(ctx, r.fl.SessionStateQuery(), id).Scan(&state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return true, nil
+	}
+	return false, err
 }
 
 func (r realServer) tables(ctx context.Context, schema string, names ...string) (map[string]string, error) {
@@ -625,7 +725,9 @@ func within(ctx context.Context, srv server, conn *sql.Conn, id int64, deadline 
 
 // waitForMDLWait polls the processlist until session id waits for a metadata
 // lock (its RENAME queued behind A's lock).
-func waitForMDLWait(ctx context.Context, conn *sql.Conn, id int64, done <-chan error, limit time.Duration) error {
+func waitForMDLWait(ctx context.Context, conn interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}, stateQuery string, id int64, done <-chan error, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		select {
@@ -637,7 +739,7 @@ func waitForMDLWait(ctx context.Context, conn *sql.Conn, id int64, done <-chan e
 		default:
 		}
 		var state sql.NullString
-		err := conn.QueryRowContext(ctx, "SELECT STATE FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&state)
+		err := conn.QueryRowContext(ctx, stateQuery, id).Scan(&state)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("read the processlist: %w", err)
 		}

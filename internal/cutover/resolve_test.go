@@ -22,6 +22,7 @@ type fakeServer struct {
 }
 
 func (f *fakeServer) killQuery(context.Context, int64) error { return nil }
+func (f *fakeServer) sessionStateQuery() string              { return "" }
 func (f *fakeServer) killSession(_ context.Context, id int64) error {
 	f.killed = append(f.killed, id)
 	return f.killErr
@@ -109,7 +110,7 @@ func TestResolveSwapFailurePaths(t *testing.T) {
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			swapped, err := resolveSwap(ctx, c.srv, testConfig(), 42, c.rerr)
+			swapped, err := resolveSwap(ctx, c.srv, testConfig(), 42, SwapName("t"), c.rerr)
 			if swapped != c.swapped {
 				t.Errorf("swapped = %v, want %v (err %v)", swapped, c.swapped, err)
 			}
@@ -127,6 +128,33 @@ func TestResolveSwapFailurePaths(t *testing.T) {
 			}
 			if c.unknown && len(c.srv.renamed) > 0 {
 				t.Errorf("outcome unknown, yet renamed %v", c.srv.renamed)
+			}
+		})
+	}
+}
+
+// TestResolveSwapUnderLock: on MySQL the ghost keeps its name during the
+// swap (swapUnderLock renames T and the ghost in one RENAME under the
+// lock), so "not done" needs no renaming back.
+func TestResolveSwapUnderLock(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name             string
+		tabs             map[string]string
+		swapped, unknown bool
+	}{
+		{"RENAME committed", map[string]string{"t": "", "t_rcsentry": ""}, true, false},
+		{"RENAME not done", map[string]string{"t": "", "_t_new": ""}, false, false},
+		{"the table is gone", map[string]string{"_t_new": ""}, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := &fakeServer{tabs: c.tabs}
+			swapped, err := resolveSwap(ctx, srv, testConfig(), 42, "_t_new", errLost)
+			if swapped != c.swapped || errors.Is(err, ErrOutcomeUnknown) != c.unknown {
+				t.Errorf("swapped %v, err %v; want swapped %v, unknown %v", swapped, err, c.swapped, c.unknown)
+			}
+			if len(srv.renamed) > 0 || len(srv.killed) != 1 {
+				t.Errorf("renamed %v, killed %v", srv.renamed, srv.killed)
 			}
 		})
 	}

@@ -85,6 +85,9 @@ func Describe(err error) error {
 // describeOpen is Describe, plus: when the session variables of --set-vars
 // are why the connection failed, which ones and why.
 func (c Config) describeOpen(ctx context.Context, err error) error {
+	if d := c.describeTLS(err); d != nil {
+		return d
+	}
 	if len(c.SetVars) == 0 {
 		return Describe(err)
 	}
@@ -162,15 +165,7 @@ func CheckSetVars(ctx context.Context, db *sql.DB, vars map[string]string) error
 			global = append(global, n)
 		}
 	}
-	switch {
-	case len(unknown) > 0:
-		return fmt.Errorf("--set-vars: the server has no variable %s; fix: check the name (SHOW VARIABLES LIKE '...') or leave it out", strings.Join(unknown, ", "))
-	case len(global) > 0:
-		return fmt.Errorf("--set-vars: %s is global-only, and --set-vars sets session variables of recast's own connections; fix: leave it out (set it yourself with SET GLOBAL if you mean to change the server)", strings.Join(global, ", "))
-	case len(readOnly) > 0:
-		return fmt.Errorf("--set-vars: %s is read-only; fix: leave it out", strings.Join(readOnly, ", "))
-	}
-	return nil
+	return setVarsRefusal(unknown, global, readOnly)
 }
 
 func setVarNamesSorted(vars map[string]string) []string {
@@ -221,6 +216,12 @@ func checkSetVarsBySetting(ctx context.Context, db *sql.DB, vars map[string]stri
 			return fmt.Errorf("--set-vars: SET SESSION %s = %s: %w; fix: correct or leave out that variable", n, v, err)
 		}
 	}
+	return setVarsRefusal(unknown, global, readOnly)
+}
+
+// setVarsRefusal is the one-line refusal of --set-vars names the server has
+// not, or that are global-only or read-only (nil: none).
+func setVarsRefusal(unknown, global, readOnly []string) error {
 	switch {
 	case len(unknown) > 0:
 		return fmt.Errorf("--set-vars: the server has no variable %s; fix: check the name (SHOW VARIABLES LIKE '...') or leave it out", strings.Join(unknown, ", "))

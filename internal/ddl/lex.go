@@ -1,23 +1,26 @@
 package ddl
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/recast-osc/recast/internal/sqltok"
 )
 
-// A light MariaDB tokenizer: enough to split an ALTER body into its
-// comma-separated specifications, to cut ALGORITHM=/LOCK= out of it verbatim
-// and to rewrite the few MariaDB-only forms the TiDB parser rejects. It knows
-// strings, quoted identifiers, comments and parentheses; nothing more.
+// The ALTER body's tokens (package sqltok scans them): enough to split an
+// ALTER body into its comma-separated specifications, to cut
+// ALGORITHM=/LOCK= out of it verbatim and to rewrite the few MariaDB-only
+// forms the TiDB parser rejects.
 
-type tokKind int
+type tokKind = sqltok.Kind
 
 const (
-	tokWord   tokKind = iota // keyword, bare identifier or number
-	tokQuoted                // `identifier`
-	tokString                // 'string' or "string"
-	tokPunct                 // any other single character
+	tokWord   = sqltok.Word   // keyword, bare identifier or number
+	tokQuoted = sqltok.Quoted // `identifier`
+	tokString = sqltok.String // 'string' or "string"
+	tokPunct  = sqltok.Punct  // any other single character
 )
 
 type token struct {
@@ -46,86 +49,24 @@ func (t token) ident() string {
 // upper is the token's text in upper case.
 func (t token) upper() string { return strings.ToUpper(t.ident()) }
 
-func isWordByte(c byte) bool {
-	return c == '_' || c == '$' || c >= 0x80 ||
-		('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')
-}
-
-// tokenize splits s into tokens. It fails on an unterminated string,
-// identifier or comment, on unbalanced parentheses, and on executable
-// comments (/*! ... */, /*M! ... */), whose content MariaDB runs but which
-// recast could not analyse.
+// tokenize splits s into tokens (sqltok, strictly). It fails on an
+// unterminated string, identifier or comment, on unbalanced parentheses,
+// and on executable comments (/*! ... */, /*M! ... */), whose content
+// MariaDB runs but which recast could not analyse.
 func tokenize(s string) ([]token, error) {
-	var toks []token
-	depth := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
-			i++
-		case c == '#' || (c == '-' && strings.HasPrefix(s[i:], "--") && (i+2 == len(s) || s[i+2] <= ' ')):
-			for i < len(s) && s[i] != '\n' {
-				i++
-			}
-		case c == '/' && strings.HasPrefix(s[i:], "/*"):
-			if strings.HasPrefix(s[i:], "/*!") || strings.HasPrefix(s[i:], "/*M!") {
-				return nil, syntaxErr(s, i, "executable comments (/*! ... */, /*M! ... */) are not supported",
-					"write the clause inside the comment plainly, or leave it out")
-			}
-			e := strings.Index(s[i+2:], "*/")
-			if e < 0 {
-				return nil, syntaxErr(s, i, "unterminated /* comment", "close the comment with */")
-			}
-			i += e + 4
-		case c == '\'' || c == '"' || c == '`':
-			j := i + 1
-			for ; j < len(s); j++ {
-				if s[j] == '\\' && c != '`' {
-					j++
-					continue
-				}
-				if s[j] == c {
-					if j+1 < len(s) && s[j+1] == c {
-						j++
-						continue
-					}
-					break
-				}
-			}
-			if j >= len(s) {
-				return nil, syntaxErr(s, i, fmt.Sprintf("unterminated %c quote", c), "close the quoted text")
-			}
-			k := tokString
-			if c == '`' {
-				k = tokQuoted
-			}
-			toks = append(toks, token{kind: k, text: s[i : j+1], start: i, end: j + 1, depth: depth})
-			i = j + 1
-		case isWordByte(c):
-			j := i
-			for j < len(s) && isWordByte(s[j]) {
-				j++
-			}
-			toks = append(toks, token{kind: tokWord, text: s[i:j], start: i, end: j, depth: depth})
-			i = j
-		default:
-			if c == ')' {
-				depth--
-				if depth < 0 {
-					return nil, syntaxErr(s, i, "unbalanced ')'", "check the parentheses")
-				}
-			}
-			toks = append(toks, token{kind: tokPunct, text: s[i : i+1], start: i, end: i + 1, depth: depth})
-			if c == '(' {
-				depth++
-			}
-			i++
-		}
+	toks, err := sqltok.Scan(s, sqltok.Options{Exec: sqltok.Refuse, Strict: true})
+	var lexErr *sqltok.Error
+	if errors.As(err, &lexErr) {
+		return nil, syntaxErr(s, lexErr.Offset, lexErr.What, lexErr.Fix)
 	}
-	if depth != 0 {
-		return nil, syntaxErr(s, len(s), "unbalanced '('", "check the parentheses")
+	if err != nil {
+		return nil, err
 	}
-	return toks, nil
+	out := make([]token, len(toks))
+	for i, t := range toks {
+		out[i] = token{kind: t.Kind, text: t.Text, start: t.Start, end: t.End, depth: t.Depth}
+	}
+	return out, nil
 }
 
 // syntaxErr is an *Error pointing at byte offset off of s.

@@ -1,7 +1,27 @@
 // Package flavor is the one place that knows how the supported servers
-// differ: MariaDB (10.11, 11.4, 11.8) and MySQL (8.0.13+, 8.4, 9.x). The
+// differ: MariaDB (10.11, 11.4, 11.8) and MySQL (8.0.29+, 8.4, 9.x). The
 // flavor is chosen from SELECT VERSION() when recast connects; everything
 // else asks a Server value instead of hard-coding one server's syntax.
+//
+// The differences (docs/flavors.md has them in full, with the reasons):
+//   - statements and variables: IsolationVar, BinlogStatusQuery,
+//     ReplicaHostsQuery, ReplicaStatusQuery, GTIDExecutedQuery,
+//     WaitGTIDQuery;
+//   - the session list: Processlist (MySQL: performance_schema.processlist,
+//     since information_schema.PROCESSLIST and INNODB_TRX fail with error
+//     3854 once any statement carries 4-byte or binary text; internal/mdl
+//     reads transactions from performance_schema then);
+//   - privileges: ReadSchemas (MySQL: SELECT on performance_schema);
+//   - INSTANT/in-place ALTER: MaxRowVersions (MySQL's row-version limit,
+//     64 or 255), HasNoCopy (MariaDB's ALGORITHM=NOCOPY; MySQL copies);
+//   - metadata-lock blockers: METADATA_LOCK_INFO or the processlist on
+//     MariaDB, performance_schema.metadata_locks + threads on MySQL
+//     (internal/mdl);
+//   - binlog: MySQL's binary JSON rebuilt with its scalar types as an SQL
+//     expression (internal/binlog json.go); MySQL's compressed transaction
+//     payloads and PARTIAL_JSON refused in preflight (internal/check);
+//   - authentication: MySQL's caching_sha2_password needs no setting (both
+//     drivers fetch the RSA key without TLS).
 package flavor
 
 import (

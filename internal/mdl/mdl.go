@@ -82,6 +82,8 @@ type Blocker struct {
 	// nobody read it, so under frequent polling (monitoring, other tools)
 	// it can be stale for as long as the polling lasts. TrxAge and
 	// TrxRowsModified are then unknown and the blocker is never killed.
+	// Also set on MySQL when INNODB_TRX could not be read (error 3854, see
+	// mysqlTransactions): TrxAge is known, TrxRowsModified is not.
 	TrxUnknown bool
 	// Waiting: the session itself waits for a metadata lock on the table
 	// (someone else's DDL, queued like recast's request would be).
@@ -139,6 +141,8 @@ func (b Blocker) String() string {
 		fmt.Fprintf(&s, ": %q", b.Statement)
 	}
 	switch {
+	case b.TrxUnknown && b.TrxAge > 0:
+		fmt.Fprintf(&s, "; transaction open %s, its size unknown (INNODB_TRX unreadable)", round(b.TrxAge))
 	case b.TrxUnknown:
 		s.WriteString("; transaction open, its age and size unknown (not yet listed in INNODB_TRX)")
 	case b.InTrx:
@@ -172,6 +176,8 @@ func (b Blocker) LogValue() slog.Value {
 		attrs = append(attrs, slog.String("statement", b.Statement))
 	}
 	switch {
+	case b.TrxUnknown && b.TrxAge > 0:
+		attrs = append(attrs, slog.Duration("trx_age", round(b.TrxAge)), slog.String("trx", "size unknown (INNODB_TRX unreadable)"))
 	case b.TrxUnknown:
 		attrs = append(attrs, slog.String("trx", "open, not yet listed in INNODB_TRX"))
 	case b.InTrx:
@@ -379,6 +385,9 @@ type trx struct {
 	// statement's (events_transactions_current.AUTOCOMMIT); its age is then
 	// at most the statement's (MySQL's trx_started can be older).
 	autocommit bool
+	// sizeUnknown: read from performance_schema (INNODB_TRX failed, see
+	// mysqlTransactions): rows modified unknown, so never killed.
+	sizeUnknown bool
 }
 
 // Find returns the sessions in the way of an exclusive lock on the table,
@@ -414,6 +423,7 @@ func (f *Finder) find(ctx context.Context, minAge time.Duration) ([]Blocker, err
 				t.age = min(t.age, p.time)
 			}
 			b.InTrx, b.TrxAge, b.TrxRowsModified, b.trxStarted = true, t.age, t.rowsModified, t.started
+			b.TrxUnknown = t.sizeUnknown
 		}
 		byID[p.id] = b
 		return b
@@ -536,7 +546,10 @@ func (f *Finder) processlist(ctx context.Context) (map[int64]proc, error) {
 			out[p.id] = p
 		}
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mdl: read the processlist: %w", err)
+	}
+	return out, nil
 }
 
 func (f *Finder) transactions(ctx context.Context) (map[int64]trx, error) {
@@ -544,7 +557,12 @@ func (f *Finder) transactions(ctx context.Context) (map[int64]trx, error) {
 		TIMESTAMPDIFF(MICROSECOND, trx_started, NOW(6)), trx_rows_modified, trx_autocommit_non_locking, 0
 		FROM information_schema.INNODB_TRX`
 	if f.mysql {
-		q = dbconn.Tag + `SELECT x.trx_mysql_thread_id, CAST(x.trx_started AS CHAR),
+		// The transaction's identity is performance_schema's THREAD_ID/
+		// EVENT_ID, as in mysqlTransactions: the same whichever of the two
+		// queries read it (a blocker promoted after a failed attempt must
+		// be recognised when INNODB_TRX becomes unreadable, or readable
+		// again).
+		q = dbconn.Tag + `SELECT x.trx_mysql_thread_id, IFNULL(MAX(CONCAT(et.THREAD_ID, '/', et.EVENT_ID)), CAST(x.trx_started AS CHAR)),
 		TIMESTAMPDIFF(MICROSECOND, x.trx_started, NOW(6)), x.trx_rows_modified, x.trx_autocommit_non_locking,
 		IFNULL(MAX(et.AUTOCOMMIT = 'YES'), 0)
 		FROM information_schema.INNODB_TRX x
@@ -552,6 +570,44 @@ func (f *Finder) transactions(ctx context.Context) (map[int64]trx, error) {
 		LEFT JOIN performance_schema.events_transactions_current et ON et.THREAD_ID = t.THREAD_ID AND et.STATE = 'ACTIVE'
 		GROUP BY x.trx_mysql_thread_id, x.trx_started, x.trx_rows_modified, x.trx_autocommit_non_locking`
 	}
+	out, err := f.readTransactions(ctx, q)
+	if f.mysql && dbconn.Number(err) == erCannotConvertString {
+		// MySQL fills INNODB_TRX whole, trx_query (utf8mb3) included, and
+		// fails as soon as one transaction runs a statement with 4-byte or
+		// binary text: read performance_schema instead, without the
+		// transactions' sizes (such blockers are never killed).
+		out, err = f.readTransactions(ctx, mysqlTransactions)
+		for id, t := range out {
+			t.sizeUnknown = true
+			out[id] = t
+		}
+	}
+	return out, err
+}
+
+// erCannotConvertString: MySQL's "Cannot convert string ... from utf8mb4 to
+// utf8mb3" (ER_CANNOT_CONVERT_STRING).
+const erCannotConvertString = 3854
+
+// mysqlTransactions lists MySQL's open transactions from
+// performance_schema.events_transactions_current, in the columns of the
+// INNODB_TRX query: the transaction's age from its TIMER_START against this
+// query's (picoseconds), its identity THREAD_ID/EVENT_ID, rows modified 0
+// (unknown: see trx.sizeUnknown), and "autocommit non-locking" (an
+// autocommit plain SELECT, as INNODB_TRX's trx_autocommit_non_locking).
+const mysqlTransactions = dbconn.Tag + `SELECT t.PROCESSLIST_ID, CONCAT(et.THREAD_ID, '/', et.EVENT_ID),
+		GREATEST(CAST(me.now AS DECIMAL(30,0)) - CAST(et.TIMER_START AS DECIMAL(30,0)), 0) DIV 1000000, 0,
+		IFNULL(et.AUTOCOMMIT = 'YES' AND UPPER(TRIM(t.PROCESSLIST_INFO)) LIKE 'SELECT%'
+			AND UPPER(t.PROCESSLIST_INFO) NOT LIKE '% FOR UPDATE%' AND UPPER(t.PROCESSLIST_INFO) NOT LIKE '% FOR SHARE%'
+			AND UPPER(t.PROCESSLIST_INFO) NOT LIKE '% LOCK IN SHARE MODE%', 0),
+		et.AUTOCOMMIT = 'YES'
+		FROM performance_schema.events_transactions_current et
+		JOIN performance_schema.threads t ON t.THREAD_ID = et.THREAD_ID
+		CROSS JOIN (SELECT MAX(TIMER_START) AS now FROM performance_schema.events_statements_current
+			WHERE THREAD_ID = PS_CURRENT_THREAD_ID()) me
+		WHERE et.STATE = 'ACTIVE' AND t.PROCESSLIST_ID IS NOT NULL`
+
+func (f *Finder) readTransactions(ctx context.Context, q string) (map[int64]trx, error) {
 	rows, err := f.db.QueryContext(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("mdl: read information_schema.INNODB_TRX (needs the PROCESS privilege): %w", err)
@@ -568,7 +624,10 @@ func (f *Finder) transactions(ctx context.Context) (map[int64]trx, error) {
 		t.age, t.autocommitRO, t.autocommit = time.Duration(max(us, 0))*time.Microsecond, ro == 1, ac == 1
 		out[id] = t
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mdl: read INNODB_TRX: %w", err)
+	}
+	return out, nil
 }
 
 type lock struct {

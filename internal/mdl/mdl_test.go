@@ -132,7 +132,7 @@ func waitState(t *testing.T, db *sql.DB, id int64, state string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var st sql.NullString
-		_ = db.QueryRow("SELECT STATE FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&st)
+		_ = db.QueryRow("SELECT STATE FROM "+testutil.Server(t).Processlist()+" WHERE ID = ?", id).Scan(&st)
 		if st.String == state {
 			return
 		}
@@ -146,7 +146,7 @@ func waitState(t *testing.T, db *sql.DB, id int64, state string) {
 func alive(t *testing.T, db *sql.DB, id int64) (bool, string) {
 	t.Helper()
 	var cmd, state string
-	err := db.QueryRow("SELECT COMMAND, IFNULL(STATE, '') FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&cmd, &state)
+	err := db.QueryRow("SELECT COMMAND, IFNULL(STATE, '') FROM "+testutil.Server(t).Processlist()+" WHERE ID = ?", id).Scan(&cmd, &state)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, ""
 	}
@@ -717,5 +717,52 @@ func TestCanLoadPlugin(t *testing.T) {
 	defer ro.Close()
 	if ok, err := CanLoadPlugin(ctx, ro); err != nil || ok {
 		t.Errorf("SELECT-only user: CanLoadPlugin = %v, %v", ok, err)
+	}
+}
+
+// TestFinderBinaryStatement: sessions whose statements carry binary bytes
+// and 4-byte characters (MySQL then fails to fill INNODB_TRX and
+// information_schema.PROCESSLIST, error 3854) do not stop the Finder: an
+// idle transaction that wrote such a row into t and a running query are
+// named; on MySQL the transaction's size is unknown, so it is never killed.
+func TestFinderBinaryStatement(t *testing.T) {
+	t.Parallel()
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, b VARBINARY(16), s VARCHAR(16) CHARACTER SET utf8mb4)", "INSERT INTO t VALUES (2, NULL, 'x')")
+	if err := LoadPlugin(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	idle := newSession(t, db)
+	idle.exec("BEGIN")
+	if _, err := idle.conn.ExecContext(context.Background(), "INSERT INTO t VALUES (1, ?, ?)", []byte{0x89, 0xf6, 0x53, 0xe3, 0x18}, "🚀 ok"); err != nil {
+		t.Fatal(err)
+	}
+	sleeper := newSession(t, db)
+	sleeper.start("SELECT * FROM t WHERE s <> '😀' AND SLEEP(100)")
+	waitState(t, db, sleeper.id, "User sleep")
+	time.Sleep(1200 * time.Millisecond)
+	ctx := context.Background()
+	f, err := NewFinder(ctx, db, Config{Schema: schema, Table: "t", MinAge: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, err := f.Find(ctx)
+	if err != nil {
+		t.Fatalf("Find: %v", err)
+	}
+	got := ids(bs)
+	i, ok := got[idle.id]
+	if !ok || !i.InTrx || !i.Idle() || i.TrxAge < time.Second {
+		t.Errorf("idle transaction %d: %+v (found %v)", idle.id, i, bs)
+	}
+	if s, ok := got[sleeper.id]; !ok || s.Idle() || !strings.Contains(s.Statement, "SLEEP(100)") {
+		t.Errorf("sleeper %d: %+v (found %v)", sleeper.id, s, bs)
+	}
+	if testutil.Server(t).MySQL() && !i.TrxUnknown {
+		t.Errorf("MySQL: the transaction's size was reported known (%d rows) though INNODB_TRX cannot be read", i.TrxRowsModified)
+	}
+	for _, b := range bs {
+		t.Logf("blocker: %s", b)
 	}
 }

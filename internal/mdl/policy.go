@@ -234,6 +234,11 @@ func (t *tracker) promote() {
 		if !t.promoted[k] {
 			t.promoted[k] = true
 			t.p.Logger.Warn(t.what+": a possible blocker (open transaction) was there when the attempt failed: treating it as a blocker (the metadata_lock_info plugin would tell for sure: --load-mdl-plugin)", "blocker", b)
+			if t.seen[k] == nil { // reported with the others (Report.Blockers), even if it ends before the next look
+				now := time.Now()
+				t.seen[k] = &seen{first: now, last: now, b: b}
+				t.order = append(t.order, k)
+			}
 		}
 	}
 }
@@ -512,7 +517,17 @@ func (t *tracker) stillIdle(ctx context.Context, db *sql.DB, b Blocker) (bool, e
 		return true, nil
 	}
 	var started string
-	err := db.QueryRowContext(ctx, dbconn.Tag+`SELECT CAST(trx_started AS CHAR) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = ?`, b.ID).Scan(&started)
+	var err error
+	if t.p.Finder.mysql && strings.Contains(b.trxStarted, "/") {
+		// The identity transactions() reads on MySQL (THREAD_ID/EVENT_ID),
+		// readable even when INNODB_TRX is not (error 3854).
+		err = db.QueryRowContext(ctx, dbconn.Tag+`SELECT CONCAT(et.THREAD_ID, '/', et.EVENT_ID)
+			FROM performance_schema.events_transactions_current et
+			JOIN performance_schema.threads t ON t.THREAD_ID = et.THREAD_ID
+			WHERE et.STATE = 'ACTIVE' AND t.PROCESSLIST_ID = ?`, b.ID).Scan(&started)
+	} else {
+		err = db.QueryRowContext(ctx, dbconn.Tag+`SELECT CAST(trx_started AS CHAR) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = ?`, b.ID).Scan(&started)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/recast-osc/recast/internal/binlog"
+	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/testutil"
 )
 
@@ -81,7 +82,7 @@ func TestAbortOnDDL(t *testing.T) {
 			testutil.Exec(t, f.db, "ALTER TABLE t ADD INDEX ix_b (b)") // changes no row
 		}
 	}
-	_, err := Run(ctxFor(t, 2*time.Minute), o)
+	_, err := runT(ctxFor(t, 2*time.Minute), o)
 	wantErr(t, err, "the table's definition changed during the migration", "ADD INDEX ix_b", "the original table is untouched")
 	f.intact(t)
 }
@@ -97,10 +98,10 @@ func TestConcurrentMigrationRefused(t *testing.T) {
 	var second error
 	o.Pause = func(ctx context.Context, point string) {
 		if point == "copy-done" {
-			_, second = Run(ctx, testOptions(t, f.schema, "t", "ADD COLUMN other INT"))
+			_, second = runT(ctx, testOptions(t, f.schema, "t", "ADD COLUMN other INT"))
 		}
 	}
-	if _, err := Run(ctxFor(t, 2*time.Minute), o); err != nil {
+	if _, err := runT(ctxFor(t, 2*time.Minute), o); err != nil {
 		t.Fatalf("the first migration: %v", err)
 	}
 	wantErr(t, second, "another recast is already migrating", "connection ", `holds the lock "recast:`)
@@ -111,7 +112,7 @@ func TestConcurrentMigrationRefused(t *testing.T) {
 	// The lock is gone with the first run.
 	dry := testOptions(t, f.schema, "t", "DROP COLUMN note")
 	dry.Execute = false
-	if _, err := Run(ctxFor(t, time.Minute), dry); err != nil {
+	if _, err := runT(ctxFor(t, time.Minute), dry); err != nil {
 		t.Errorf("a run after the first one: %v", err)
 	}
 }
@@ -130,6 +131,7 @@ func TestAbortOnPurgedBinlog(t *testing.T) {
 	host, port, _ := net.SplitHostPort(p.addr())
 	o.Conn.Host = host
 	o.Conn.Port, _ = strconv.Atoi(port)
+	o.Conn.TLS.Mode = dbconn.SSLDisabled // the proxy reads plain packets (MariaDB 11.4+ offers TLS by default)
 	purged := false
 	o.Pause = func(ctx context.Context, point string) {
 		if point != "copy-done" {
@@ -138,7 +140,7 @@ func TestAbortOnPurgedBinlog(t *testing.T) {
 		old := currentBinlog(t, f.db)
 		p.refuseBinlog(true) // go-mysql's reconnections fail until the purge is done
 		defer p.refuseBinlog(false)
-		ids, err := queryIDs(f.db, "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND = 'Binlog Dump' AND USER = ?", sb.User)
+		ids, err := queryIDs(f.db, "SELECT ID FROM "+testutil.Server(t).Processlist()+" WHERE COMMAND = 'Binlog Dump' AND USER = ?", sb.User)
 		if err != nil {
 			t.Error(err)
 			return
@@ -153,7 +155,7 @@ func TestAbortOnPurgedBinlog(t *testing.T) {
 		for _, id := range ids {
 			for range 1000 {
 				var n int
-				err := f.db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n)
+				err := f.db.QueryRow("SELECT COUNT(*) FROM "+testutil.Server(t).Processlist()+" WHERE ID = ?", id).Scan(&n)
 				if err == nil && n == 0 {
 					break
 				}
@@ -173,11 +175,14 @@ func TestAbortOnPurgedBinlog(t *testing.T) {
 		}
 		t.Errorf("could not purge %s: %v", old, perr)
 	}
-	_, err := Run(ctxFor(t, 2*time.Minute), o)
+	_, err := runT(ctxFor(t, 2*time.Minute), o)
 	if !purged {
 		t.Fatalf("the binlog was not purged (err %v)", err)
 	}
-	wantErr(t, err, "binlog stream", "Could not find first log file")
+	// Error 1236: the server cannot send what the stream asks for (its
+	// position's file, or, for a stream started by GTID, its GTID state,
+	// is purged).
+	wantErr(t, err, "binlog stream", "1236")
 	f.intact(t)
 }
 
@@ -233,6 +238,7 @@ func TestAbortOnChecksumMismatch(t *testing.T) {
 	host, port, _ := net.SplitHostPort(p.addr())
 	o.Conn.Host = host
 	o.Conn.Port, _ = strconv.Atoi(port)
+	o.Conn.TLS.Mode = dbconn.SSLDisabled // the proxy reads plain packets (MariaDB 11.4+ offers TLS by default)
 	o.Pause = func(ctx context.Context, point string) {
 		if point == "copy-done" {
 			// Through the direct connection: only the binlog's copy of it
@@ -241,7 +247,7 @@ func TestAbortOnChecksumMismatch(t *testing.T) {
 			f.before = testutil.TableChecksum(t, f.db, f.schema, "t", "id")
 		}
 	}
-	_, err := Run(ctxFor(t, 2*time.Minute), o)
+	_, err := runT(ctxFor(t, 2*time.Minute), o)
 	wantErr(t, err, "binlog stream", "checksum")
 	if !errors.Is(err, binlog.ErrChecksum) {
 		t.Errorf("error does not wrap binlog.ErrChecksum: %v", err)

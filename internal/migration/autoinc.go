@@ -79,7 +79,7 @@ func (m *migrator) carryAutoIncrement(ctx context.Context, locked *sql.Conn) err
 		}
 		return err
 	}
-	m.opts.Logger.Info("auto-increment carried over", "from", cur, "to", old, "under_lock", locked != nil)
+	m.rt.Logger.Info("auto-increment carried over", "from", cur, "to", old, "under_lock", locked != nil)
 	return nil
 }
 

@@ -21,7 +21,7 @@ func TestChecksumMixedCollations(t *testing.T) {
 			c VARCHAR(20) CHARACTER SET latin1 NULL, d BLOB NULL)`,
 		"INSERT INTO t SELECT seq, CONCAT('a', seq), IF(seq % 3 = 0, NULL, CONCAT('B', seq)), CONCAT('é', seq), UNHEX(HEX(seq)) FROM seq_1_to_2000")
 	before := testutil.TableChecksum(t, db, schema, "t", "id")
-	res, err := Run(ctxFor(t, time.Minute), testOptions(t, schema, "t", "MODIFY c VARCHAR(20) CHARACTER SET utf8mb4 NULL"))
+	res, err := runT(ctxFor(t, time.Minute), testOptions(t, schema, "t", "MODIFY c VARCHAR(20) CHARACTER SET utf8mb4 NULL"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestChecksumMixedCollations(t *testing.T) {
 	// cannot all be relabelled to one binary collation, so they are cast.
 	o := testOptions(t, schema, "t", "ADD COLUMN z INT NULL")
 	o.DropOldTable = true
-	res, err = Run(ctxFor(t, time.Minute), o)
+	res, err = runT(ctxFor(t, time.Minute), o)
 	if err != nil {
 		t.Fatal(err)
 	}

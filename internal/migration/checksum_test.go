@@ -3,6 +3,7 @@ package migration
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -26,12 +27,21 @@ func TestChecksumRepairsCorruption(t *testing.T) {
 			testutil.Exec(t, db, "UPDATE _t_new SET a = 'corrupted' WHERE id = 1234", "DELETE FROM _t_new WHERE id = 2345")
 		}
 	}
-	res, err := Run(ctxFor(t, time.Minute), o)
+	var logs lockedBuffer
+	o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	res, err := runT(ctxFor(t, time.Minute), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Checksum.Repaired == 0 || res.Checksum.Rounds != 2 {
 		t.Errorf("checksum: %+v, want a repair and a second round", res.Checksum)
+	}
+	// The differing rows are logged from the snapshots before the repair
+	// (keys in hex: 1234 = 0x4D2, 2345 = 0x929).
+	for _, want := range []string{"key 0x4D2: source '1234', 'v1234'", "new table '1234', 'corrupted'", "key 0x929: only in the source: '2345', 'v2345'"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the checksum's log lacks %q:\n%s", want, logs.String())
+		}
 	}
 	if after := testutil.TableChecksum(t, db, schema, "t", "id"); after != before {
 		t.Error("the migrated table differs from the original")
@@ -53,7 +63,7 @@ func TestChecksumStopsOnPersistentDifference(t *testing.T) {
 			testutil.Exec(t, db, "UPDATE _t_new SET a = CONCAT(a, 'x') WHERE id = 777")
 		}
 	}
-	_, err := Run(ctxFor(t, time.Minute), o)
+	_, err := runT(ctxFor(t, time.Minute), o)
 	if !errors.Is(err, checksum.ErrDifferent) || !strings.Contains(err.Error(), "(id) = (777)") {
 		t.Fatalf("want a persistent difference naming id 777, got %v", err)
 	}
@@ -82,7 +92,7 @@ func TestChecksumCatchesUniqueLoss(t *testing.T) {
 			testutil.Exec(t, db, "UPDATE t SET a = 'v10' WHERE id = 20")
 		}
 	}
-	_, err := Run(ctxFor(t, time.Minute), o)
+	_, err := runT(ctxFor(t, time.Minute), o)
 	if !errors.Is(err, verify.ErrDuplicate) || !strings.Contains(err.Error(), "uk_a") ||
 		!strings.Contains(err.Error(), "id='10'") || !strings.Contains(err.Error(), "id='20'") {
 		t.Fatalf("want the migration stopped naming uk_a and rows 10 and 20, got %v", err)

@@ -3,9 +3,11 @@ package migration
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/recast-osc/recast/internal/check"
 	"github.com/recast-osc/recast/internal/checkpoint"
+	"github.com/recast-osc/recast/internal/copier"
 	"github.com/recast-osc/recast/internal/cutover"
 	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/table"
@@ -13,25 +15,32 @@ import (
 
 // Cleanup removes what an interrupted run left behind for database.table:
 // the ghost table and the cut-over sentry. It never drops the table itself,
-// nor the kept old table. A table under the sentry's name that is not a
-// sentry is an old table whose final rename was interrupted: it is renamed
-// to the old table's name (or left alone, reported, if that name is taken).
-// It returns one line per action taken.
+// nor the kept old tables (_T_old, _T_<timestamp>_old). A table under the
+// sentry's name that is not a sentry is an old table whose final rename was
+// interrupted: it is renamed to the old table's name, or to a timestamped
+// one if that is taken (as --timestamp-old-table names them). It returns one
+// line per action taken.
 func Cleanup(ctx context.Context, conn dbconn.Config, database, tbl string) ([]string, error) {
+	done, _, err := cleanup(ctx, conn, database, tbl)
+	return done, err
+}
+
+// cleanup is Cleanup; it also returns the name the interrupted swap's old
+// table was given ("" when there was none under the sentry's name).
+func cleanup(ctx context.Context, conn dbconn.Config, database, tbl string) (done []string, renamed string, _ error) {
 	conn.Schema = database
 	db, err := dbconn.Open(ctx, conn)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer db.Close()
 	// Never clean up under a running migration of the same table.
 	lock, err := check.AcquireLock(ctx, db, database, tbl)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer lock.Release()
 	q := func(n string) string { return table.QuoteIdent(database) + "." + table.QuoteIdent(n) }
-	var done []string
 
 	exists := func(name string) (bool, string, error) { return table.Exists(ctx, db, database, name) }
 
@@ -40,14 +49,15 @@ func Cleanup(ctx context.Context, conn dbconn.Config, database, tbl string) ([]s
 		{checkpoint.TableName(tbl), "checkpoint table"},
 		{cutover.SwapName(tbl), "ghost table (renamed for an interrupted swap)"},
 		{HeartbeatName(tbl), "heartbeat table"},
+		{copier.MarksName(tbl), "copy watermark table"},
 	} {
 		ok, _, err := exists(h.name)
 		if err != nil {
-			return done, err
+			return done, "", err
 		}
 		if ok {
 			if _, err := db.ExecContext(ctx, dbconn.Tag+"DROP TABLE "+q(h.name)); err != nil {
-				return done, fmt.Errorf("drop %s: %w", q(h.name), err)
+				return done, "", fmt.Errorf("drop %s: %w", q(h.name), err)
 			}
 			done = append(done, "dropped "+h.what+" "+q(h.name))
 		}
@@ -56,29 +66,34 @@ func Cleanup(ctx context.Context, conn dbconn.Config, database, tbl string) ([]s
 	sentry := sentryName(tbl)
 	ok, comment, err := exists(sentry)
 	if err != nil {
-		return done, err
+		return done, "", err
 	}
 	if ok {
 		if comment == cutover.SentryComment {
 			if _, err := db.ExecContext(ctx, dbconn.Tag+"DROP TABLE "+q(sentry)); err != nil {
-				return done, fmt.Errorf("drop %s: %w", q(sentry), err)
+				return done, "", fmt.Errorf("drop %s: %w", q(sentry), err)
 			}
 			done = append(done, "dropped cut-over sentry "+q(sentry))
 		} else {
 			old := OldName(tbl)
 			taken, _, err := exists(old)
+			if ts := OldTableName(tbl, true, time.Now()); err == nil && taken && len(ts) <= 64 {
+				old = ts
+				taken, _, err = exists(old)
+			}
 			if err != nil {
-				return done, err
+				return done, "", err
 			}
 			if taken {
 				done = append(done, fmt.Sprintf("left %s alone: it holds the previous original table, and %s exists; rename or drop one of them yourself", q(sentry), q(old)))
 			} else {
 				if _, err := db.ExecContext(ctx, dbconn.Tag+"RENAME TABLE "+q(sentry)+" TO "+q(old)); err != nil {
-					return done, fmt.Errorf("rename %s to %s: %w", q(sentry), q(old), err)
+					return done, "", fmt.Errorf("rename %s to %s: %w", q(sentry), q(old), err)
 				}
 				done = append(done, fmt.Sprintf("renamed the previous original table %s to %s", q(sentry), q(old)))
+				renamed = old
 			}
 		}
 	}
-	return done, nil
+	return done, renamed, nil
 }

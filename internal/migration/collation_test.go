@@ -123,7 +123,7 @@ func runCollationKey(t *testing.T, seed int64, c alterCase, applyThreads, copyTh
 		o.ProgressInterval, o.Progress = 2*time.Second, testLogWriter{t}
 	}
 	migStart := time.Now()
-	res, err := Run(ctx, o)
+	res, err := runT(ctx, o)
 	migrated := time.Since(migStart)
 	if err != nil {
 		t.Fatalf("migrate %q: %v", c.alter, err)

@@ -204,8 +204,11 @@ func zoneExpr(sc, gc table.Column, zone string) (string, error) {
 	srcTS := sc.DataType == "timestamp"
 	z := dbconn.QuoteString(zone)
 	if srcTS {
+		// The outer CAST: MySQL stores a COALESCE of DATETIMEs into a
+		// number column as its text (error 1265), a DATETIME as its
+		// number (YYYYMMDDhhmmss, as the ALTER does).
 		d := fmt.Sprintf("CAST(? AS DATETIME(%d))", fsp(sc))
-		return "COALESCE(CONVERT_TZ(" + d + ", '+00:00', " + z + "), " + d + ")", nil
+		return fmt.Sprintf("CAST(COALESCE(CONVERT_TZ(%s, '+00:00', %s), %s) AS DATETIME(%d))", d, z, d, fsp(sc)), nil
 	}
 	switch sc.DataType {
 	case "datetime", "date":

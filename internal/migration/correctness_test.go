@@ -73,7 +73,7 @@ func runRandomized(t *testing.T, seed int64, c alterCase, applyThreads, copyThre
 	o.ApplyThreads = applyThreads
 	o.Threads = copyThreads
 	o.MaxChunkRows = 100 + r.IntN(500) // many chunks, so writes interleave with the copy
-	res, err := Run(ctx, o)
+	res, err := runT(ctx, o)
 	if err != nil {
 		t.Fatalf("migrate %q: %v", c.alter, err)
 	}

@@ -130,7 +130,7 @@ func TestAbortAfterSwapNotReported(t *testing.T) {
 			}
 		}
 	}
-	res, err := ctl.Run(ctx, o)
+	res, err := ctl.Run(ctx, o.Options, o.Runtime)
 	if err != nil && (errors.Is(err, ErrAborted) || strings.Contains(err.Error(), "abort")) {
 		t.Fatalf("the table was swapped, yet the run reports: %v", err)
 	}

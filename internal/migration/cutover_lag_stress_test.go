@@ -45,7 +45,7 @@ func TestCutOverUnderLoadWithLagThrottle(t *testing.T) {
 	testutil.WaitReplicaCaughtUp(t, 0)
 	rdb := testutil.ReplicaDB(t, 0, "")
 	t.Cleanup(func() {
-		_, _ = rdb.Exec("START SLAVE SQL_THREAD")
+		_, _ = rdb.Exec("START REPLICA SQL_THREAD")
 		testutil.WaitReplicaCaughtUp(t, 0)
 	})
 	load := workload.Start(ctx, db, cfg, sh)
@@ -68,7 +68,7 @@ func TestCutOverUnderLoadWithLagThrottle(t *testing.T) {
 		if point != "caught-up" {
 			return
 		}
-		if _, err := rdb.Exec("STOP SLAVE SQL_THREAD"); err != nil {
+		if _, err := rdb.Exec("STOP REPLICA SQL_THREAD"); err != nil {
 			t.Error(err)
 			return
 		}
@@ -84,7 +84,7 @@ func TestCutOverUnderLoadWithLagThrottle(t *testing.T) {
 		}
 		t.Error("the replica-lag throttle did not slow the applier")
 	}
-	res, err := ctl.Run(ctx, o)
+	res, err := ctl.Run(ctx, o.Options, o.Runtime)
 	maxWait := probe.halt()
 	st := load.Stop()
 	stopped = true

@@ -11,23 +11,21 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/recast-osc/recast/internal/apply"
 	"github.com/recast-osc/recast/internal/binlog"
 	"github.com/recast-osc/recast/internal/checkpoint"
 	"github.com/recast-osc/recast/internal/checksum"
 	"github.com/recast-osc/recast/internal/copier"
 	"github.com/recast-osc/recast/internal/cutover"
 	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/hooks"
 	"github.com/recast-osc/recast/internal/mdl"
+	"github.com/recast-osc/recast/internal/pipeline"
 	"github.com/recast-osc/recast/internal/status"
 	"github.com/recast-osc/recast/internal/table"
 	"github.com/recast-osc/recast/internal/verify"
 )
 
 func sentryName(t string) string { return cutover.SentryName(t) }
-
-// errSwapped ends the stream once the binlog shows the cut-over's RENAME.
-var errSwapped = errors.New("table swapped")
 
 // errAfterSwap marks an error that came after the swap: the migration is
 // done as far as the table goes, so it is not reported as aborted.
@@ -45,58 +43,132 @@ func orSentry(old, t string) string {
 // `--resume` continues it.
 var ErrInterrupted = errors.New("interrupted")
 
-// execute runs the copy method: ghost, stream, copy, catch up, checksum, cut over.
+// execute runs the copy method: the list of phases. Every phase is a
+// method of copyRun (below), which holds what the phases share.
 func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
-	o := m.opts
-	ghostQ := table.QuoteIdent(o.Database) + "." + table.QuoteIdent(GhostName(o.Table))
-	chkQ := table.QuoteIdent(o.Database) + "." + table.QuoteIdent(checkpoint.TableName(o.Table))
-	swappedIn := false
-	var save func(context.Context) error // writes a checkpoint, once the pipeline runs
-	defer func() {
-		if err == nil || swappedIn {
-			return
-		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		switch {
-		case save == nil && o.Resume:
-			// The resumed run failed before its pipeline started: the
-			// interrupted run's ghost and checkpoint are all there is.
-			err = fmt.Errorf("%w; the helper tables (%s, %s) are kept for another --resume, or recast cleanup", err, ghostQ, chkQ)
-			return
-		case save == nil:
-		case errors.Is(err, cutover.ErrOutcomeUnknown):
-			// (Before the interrupted case: an interruption does not make
-			// the outcome known.)
-			// Whether the table was swapped is not certain: drop nothing,
-			// keep the position for --resume.
-			if serr := save(cctx); serr != nil {
-				err = fmt.Errorf("%w (and saving the checkpoint failed: %w)", err, serr)
-			}
-			err = fmt.Errorf("%w; every helper table is kept (%s, %s)", err, ghostQ, chkQ)
-			return
-		case ctx.Err() != nil:
-			// Interrupted: keep the ghost and the checkpoint for --resume.
-			if serr := save(cctx); serr == nil {
-				err = fmt.Errorf("%w: %w; the original table is untouched; continue with the same command plus --resume", ErrInterrupted, err)
-				return
-			}
-		case errors.Is(err, mdl.ErrGaveUp):
-			// The cut-over could not get its lock: the copy is complete and
-			// verified, and hours of it may be at stake. Keep it.
-			if serr := save(cctx); serr == nil {
-				err = fmt.Errorf("%w; the copy is kept (%s, %s): once the blockers are gone, run the same command plus --resume (it catches up, verifies again and retries the cut-over), or recast cleanup to drop it", err, ghostQ, chkQ)
-				return
-			}
-		}
-		for _, t := range []string{ghostQ, chkQ} {
-			if _, derr := m.db.ExecContext(cctx, dbconn.Tag+"DROP TABLE IF EXISTS "+t); derr != nil {
-				err = fmt.Errorf("%w (and dropping %s failed: %w; run recast cleanup)", err, t, derr)
-			}
-		}
-	}()
+	r := &copyRun{m: m, o: m.opts, res: res}
+	r.ghostQ = table.QuoteIdent(r.o.Database) + "." + table.QuoteIdent(GhostName(r.o.Table))
+	r.chkQ = table.QuoteIdent(r.o.Database) + "." + table.QuoteIdent(checkpoint.TableName(r.o.Table))
+	r.marksQ = table.QuoteIdent(r.o.Database) + "." + table.QuoteIdent(copier.MarksName(r.o.Table))
+	defer func() { err = r.onFailure(ctx, err) }() // the one fatal path
+	defer r.close()
+	if err := r.m.dropLeftovers(ctx); err != nil { // leftovers.go: --initially-drop-*
+		return err
+	}
+	if err := r.prepareGhost(ctx); err != nil { // ghost table, the position to stream from
+		return err
+	}
+	if err := r.openPipeline(ctx); err != nil { // stream, applier, copier
+		return err
+	}
+	if err := r.startPipeline(ctx); err != nil { // throttle, pump, progress, checkpoints
+		return err
+	}
+	if err := r.copyRows(); err != nil {
+		return r.fail(err)
+	}
+	if err := r.catchUp(); err != nil { // so the cut-over's drain is short
+		return r.fail(err)
+	}
+	if err := r.checksum(); err != nil { // the gate to the cut-over
+		return r.fail(err)
+	}
+	if err := r.cutOver(); err != nil {
+		return err
+	}
+	return r.finish(ctx) // the stream's proof that no write was lost
+}
 
-	// Phase: ghost table and the position to stream from (fresh, or resumed).
+// copyRun is one run of the copy method: what its phases share.
+type copyRun struct {
+	m            *migrator
+	o            Options
+	res          *Result
+	ghostQ, chkQ string             // quoted ghost and checkpoint tables
+	marksQ       string             // quoted watermark table of the lock-free copy (copy_lock.go)
+	def          *pipeline.Deferrer // nil unless the copy is lock-free
+	plan         *Plan
+	state        checkpoint.State
+	startPos     binlog.Position
+	stream       *binlog.Stream
+	ap           *pipeline.Applier
+	ver          *verify.Verifier
+	cp           *copier.Copier
+	ctl          *Control
+	pump         *pipeline.Pump
+	runCtx       context.Context
+	cancel       context.CancelCauseFunc
+	group        *errgroup.Group
+	cres         cutover.Result
+	swappedIn    bool
+	save         func(context.Context) error // writes a checkpoint, once the pipeline runs
+	closers      []func()                    // run by close, last first
+}
+
+func (r *copyRun) onClose(f func()) { r.closers = append(r.closers, f) }
+
+func (r *copyRun) close() {
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i]()
+	}
+}
+
+// onFailure is the fatal path: a run that failed before the swap keeps its
+// helper tables when --resume can continue it, and drops them otherwise.
+func (r *copyRun) onFailure(ctx context.Context, err error) error {
+	if err == nil || r.swappedIn {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	switch {
+	case r.save == nil && r.o.Resume:
+		// The resumed run failed before its pipeline started: the
+		// interrupted run's ghost and checkpoint are all there is.
+		return fmt.Errorf("%w; the helper tables (%s, %s) are kept for another --resume, or recast cleanup", err, r.ghostQ, r.chkQ)
+	case r.save == nil:
+	case errors.Is(err, cutover.ErrOutcomeUnknown):
+		// (Before the interrupted case: an interruption does not make
+		// the outcome known.)
+		// Whether the table was swapped is not certain: drop nothing,
+		// keep the position for --resume.
+		if serr := r.save(cctx); serr != nil {
+			err = fmt.Errorf("%w (and saving the checkpoint failed: %w)", err, serr)
+		}
+		return fmt.Errorf("%w; every helper table is kept (%s, %s)", err, r.ghostQ, r.chkQ)
+	case ctx.Err() != nil:
+		// Interrupted: keep the ghost and the checkpoint for --resume.
+		if serr := r.save(cctx); serr == nil {
+			return fmt.Errorf("%w: %w; the original table is untouched; continue with the same command plus --resume", ErrInterrupted, err)
+		}
+	case errors.Is(err, mdl.ErrGaveUp):
+		// The cut-over could not get its lock: the copy is complete and
+		// verified, and hours of it may be at stake. Keep it.
+		if serr := r.save(cctx); serr == nil {
+			return fmt.Errorf("%w; the copy is kept (%s, %s): once the blockers are gone, run the same command plus --resume (it catches up, verifies again and retries the cut-over), or recast cleanup to drop it", err, r.ghostQ, r.chkQ)
+		}
+	}
+	for _, t := range []string{r.ghostQ, r.chkQ, r.marksQ} {
+		if _, derr := r.m.db.ExecContext(cctx, dbconn.Tag+"DROP TABLE IF EXISTS "+t); derr != nil {
+			err = fmt.Errorf("%w (and dropping %s failed: %w; run recast cleanup)", err, t, derr)
+		}
+	}
+	return err
+}
+
+// fail prefers the cause that ended the pipeline (a stream or applier
+// failure, an abort) over the error it caused.
+func (r *copyRun) fail(err error) error {
+	if cause := context.Cause(r.runCtx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
+}
+
+// prepareGhost creates the ghost (or finds the interrupted run's) and the
+// position to stream from.
+func (r *copyRun) prepareGhost(ctx context.Context) error {
+	m := r.m
 	plan, state, err := m.prepareGhost(ctx)
 	if err != nil {
 		return err
@@ -104,198 +176,281 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 	if err := m.checkNewAutoIncrement(ctx, plan); err != nil { // autoinc.go
 		return err
 	}
-	res.Plan = plan
-	o.Pause(ctx, "ghost-created")
-	startPos := state.Pos()
-
-	// Phase: stream from that position, before the copy starts.
-	stream, err := binlog.Open(ctx, binlog.Config{
-		Host: o.Conn.Host, Port: uint16(o.Conn.Port), User: o.Conn.User, Password: o.Conn.Password,
-		ServerID: o.ServerID, Table: m.source, MySQL: o.Conn.Server.MySQL(), Logger: o.Logger,
-	}, startPos)
-	if err != nil {
-		return fmt.Errorf("open the binlog stream: %w", err)
-	}
-	defer stream.Close()
-
-	applyConn := o.Conn
-	applyConn.MaxOpen = o.ApplyThreads + 2
-	applyConn.SetVars = m.applierVars(ctx)
-	// The applier writes binlog images: TIMESTAMPs rendered in UTC, so its
-	// sessions run in UTC and the columns whose conversion depends on the
-	// zone carry an expression (applyExprs); strict, so a value the copy
-	// would refuse with a warning fails the applier too.
-	applyConn.TimeZone = "+00:00"
-	applyConn.SQLMode = dbconn.WithMode(m.sem.SQLMode, "STRICT_ALL_TABLES")
-	applyDB, err := dbconn.Open(ctx, applyConn)
-	if err != nil {
-		return err
-	}
-	defer applyDB.Close()
-	ver := m.newVerifier(plan)
-	ap, err := m.newApplier(applyDB, plan, ver)
-	if err != nil {
-		return err
-	}
-	ap.SetApplied(startPos)
-
-	ctl := m.control() // control.go: throttle, status, settings changed at run time
-	cp, err := copier.New(m.db, copier.Config{
-		Source: m.source, Ghost: ghostQ,
-		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan), SourceExprs: plan.CopyExprs,
-		KeyColumns: plan.KeySource, KeyIndex: plan.KeyIndex,
-		ChunkTime: o.ChunkTime, MaxChunk: o.MaxChunkRows, Threads: o.Threads, Logger: o.Logger, Throttle: ctl.throttleWait,
-		AfterChunk: func(ctx context.Context, lo, hi []any) error { return ver.Missing(ctx, m.db, lo, hi) },
-		Start:      checkpoint.DecodeKey(m.source, plan.KeySource, state.Watermark),
-	})
-	if err != nil {
-		return err
-	}
-	save = func(ctx context.Context) error {
-		st := state
-		st.File, st.Offset = ap.Applied().File, ap.Applied().Offset // applied first, then the watermark
-		wm, done := cp.Watermark()
-		st.Watermark, st.CopyDone = checkpoint.EncodeKey(wm), state.CopyDone || done
-		st.CopiedRows = state.CopiedRows + cp.Progress().Rows
-		return checkpoint.Write(ctx, m.db, o.Database, o.Table, st)
-	}
-
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	pump := &pump{stream: stream, ap: ap, swapped: make(chan struct{}), delay: ctl.applierDelay}
-	m.postponed = func(ctx context.Context) error { return m.keepVerified(ctx, ver, 0) }
-	defer func() { m.postponed = nil }()
-	stopCtl, err := ctl.start(runCtx, m, cancel, cp, ap, pump, plan.RowEstimate, state.CopiedRows)
-	if err != nil {
-		return err
-	}
-	defer stopCtl()
-	g, gctx := errgroup.WithContext(runCtx)
-	g.Go(func() error { return pump.read(gctx) })
-	g.Go(func() error { return pump.flush(gctx) })
-	prog := newProgress(o, ctl)
-	g.Go(func() error { prog.run(gctx); return nil })
-	g.Go(func() error { return checkpointLoop(gctx, o.CheckpointInterval, save, o) })
-	// Any failure of the stream or the applier ends the migration.
-	go func() {
-		if err := g.Wait(); err != nil && !errors.Is(err, errSwapped) {
-			cancel(err)
-		}
-	}()
-	fail := func(err error) error {
-		if cause := context.Cause(runCtx); cause != nil && !errors.Is(cause, context.Canceled) {
-			return cause
-		}
-		return err
-	}
-
-	// Phase: copy.
-	ctl.setPhase(status.PhaseCopy)
-	if !state.CopyDone {
-		o.Logger.Info("copying", "table", m.source.QuotedName(), "ghost", ghostQ, "key", plan.KeySource, "from", startPos.String(), "after", state.Watermark)
-		if err := cp.Run(runCtx); err != nil {
-			return fail(err)
-		}
-	}
-	res.CopiedRows = cp.Progress().Rows
-	o.Pause(runCtx, "copy-done")
-
-	// Phase: catch up, so the cut-over's drain under lock is short.
-	ctl.setPhase(status.PhaseCatchUp)
-	if err := m.catchUp(runCtx, ap); err != nil {
-		return fail(err)
-	}
-	o.Pause(runCtx, "caught-up")
-
-	// Rows the applier displaced or the copy skipped under a unique key are
-	// restored now, or proven to be duplicates the source holds.
-	if err := ver.Restore(runCtx, m.db); err != nil {
-		return fail(err)
-	}
-
-	// Phase: checksum, the gate to the cut-over.
-	if o.Checksum {
-		ctl.setPhase(status.PhaseChecksum)
-		cs, err := checksum.Run(runCtx, m.db, checksum.Config{
-			Source: m.source, Ghost: plan.Ghost,
-			SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan), SourceExprs: plan.CopyExprs,
-			KeySource: plan.KeySource, KeyGhost: plan.KeyGhost, KeyIndex: plan.KeyIndex,
-			MaxChunkRows: o.MaxChunkRows, Align: pump.align, Pause: o.Pause, Logger: o.Logger,
-		})
-		res.Checksum = cs
-		if err != nil {
-			return fail(err)
-		}
-		if len(cs.Skipped) > 0 {
-			o.Logger.Warn("checksum: columns whose type changed were not compared", "columns", cs.Skipped)
-		}
-		o.Logger.Info("checksum passed", "rows", cs.Rows, "chunks", cs.Chunks, "repaired", cs.Repaired,
-			"took", cs.Took.Round(time.Millisecond), "aligning", cs.Aligning.Round(time.Millisecond))
-		// Everything the applier wrote since the checksum's snapshot is
-		// verified incrementally from here to the swap (package verify).
-		if err := m.keepVerified(runCtx, ver, 5*time.Second); err != nil {
-			return fail(err)
-		}
-	} else {
-		o.Logger.Warn("checksum skipped (--checksum=false): the new table is swapped in unverified")
-	}
-
-	// Phase: cut-over.
-	ctl.setPhase(status.PhaseCutOver)
-	if err := m.carryAutoIncrement(runCtx, nil); err != nil { // autoinc.go; again under the lock
-		return fail(err)
-	}
-	cres, err := m.cutOver(runCtx, cutover.Config{ // instant.go: postponement, blocker policy
-		Schema: o.Database, Table: o.Table, Ghost: GhostName(o.Table), Old: OldName(o.Table),
-		LockWaitTimeout: o.CutOverLockTimeout, Attempts: o.CutOverAttempts,
-		WaitApplied: ap.WaitApplied, Armed: pump.arm, Disarmed: pump.disarm,
-		BeforeLock: m.readyToLock(ap, ctl, func(ctx context.Context) error { return m.keepVerified(ctx, ver, 2*time.Second) }),
-		UnderLock:  chainUnderLock(m.verifyUnderLock(ver), m.carryAutoIncrement), // autoinc.go
-		DropOld:    o.DropOldTable, Logger: o.Logger,
-		Pause: func(ctx context.Context, point string) { o.Pause(ctx, "cutover:"+point) },
-	})
-	res.CutOver = cutOverReport(cres)
-	if cres.LockedFor > 0 {
-		swappedIn = true
-	}
-	if err != nil && swappedIn {
-		// The new table is in place (an abort or a failure after the swap
-		// cannot undo it): say so, whatever ended the run.
-		return fmt.Errorf("%w: the table WAS swapped (the new table is in place, the old one is %s): %w", errAfterSwap, orSentry(cres.OldTable, o.Table), err)
-	}
-	if errors.Is(err, cutover.ErrOutcomeUnknown) {
-		return err // as is: whatever else ended the run, the helper tables must stay
-	}
-	if err != nil {
-		return fail(err)
-	}
-	if cres.Recovered {
-		o.Logger.Warn("the swap session lost its connection, but the server shows the tables swapped: the new table is in place")
-	}
-	// The stream shows the RENAME; anything of T's between the drain point and
-	// it would be a write the swap lost. Wait for it, briefly.
-	select {
-	case <-pump.swapped:
-	case <-runCtx.Done():
-		o.Logger.Warn("the run was stopped after the swap: the binlog stream's check that no write reached the old table after the drain point was not done", "cause", context.Cause(runCtx))
-	case <-time.After(10 * time.Second):
-		o.Logger.Warn("the binlog stream did not show the cut-over RENAME within 10s")
-	}
-	cancel(nil)
-	_ = g.Wait()
-	st := ap.Stats()
-	res.Applied, res.AppliedRows = st.Changes, st.Rows
-	if n := pump.lost.Load(); n > 0 {
-		return fmt.Errorf("cut-over: %d row change(s) reached the old table after the drain point: writes lost; the old table is %s", n, cres.OldTable)
-	}
-	if _, err := m.db.ExecContext(context.WithoutCancel(ctx), dbconn.Tag+"DROP TABLE IF EXISTS "+chkQ); err != nil {
-		o.Logger.Warn("dropping the checkpoint table failed; recast cleanup removes it", "table", chkQ, "err", err)
-	}
-	o.Logger.Info("cut-over done", "attempts", cres.Attempts, "locked", cres.LockedFor.Round(time.Millisecond), "old", cres.OldTable)
+	r.res.Plan, r.plan, r.state = plan, plan, state
+	m.rt.Pause(ctx, "ghost-created")
+	r.startPos = state.Pos()
 	return nil
 }
 
-func (m *migrator) newApplier(db *sql.DB, plan *Plan, ver *verify.Verifier) (*apply.Applier, error) {
+// openPipeline opens the stream at the start position (before the copy
+// starts), the applier's connections and the copier.
+func (r *copyRun) openPipeline(ctx context.Context) error {
+	m, o := r.m, r.o
+	lockFree, lockWhy, err := m.lockFreeCopy(ctx, r.marksQ, r.plan.KeySource) // copy_lock.go
+	if err != nil {
+		return err
+	}
+	marks := ""
+	if lockFree {
+		marks = copier.MarksName(o.Table)
+	}
+	binlogTLS, err := o.Conn.BinlogTLS()
+	if err != nil {
+		return err
+	}
+	stream, err := binlog.Open(ctx, binlog.Config{
+		Host: o.Conn.Host, Port: uint16(o.Conn.Port), User: o.Conn.User, Password: o.Conn.Password,
+		Socket: o.Conn.Socket, TLSConfig: binlogTLS,
+		ServerID: o.ServerID, Table: m.source, MySQL: o.Conn.Server.MySQL(), Marks: marks, Logger: m.rt.Logger,
+	}, r.startPos)
+	if err != nil {
+		return fmt.Errorf("open the binlog stream: %w", err)
+	}
+	r.stream = stream
+	r.onClose(func() { stream.Close() })
+	applyDB, err := m.openApplyDB(ctx)
+	if err != nil {
+		return err
+	}
+	r.onClose(func() { applyDB.Close() })
+	r.ver = m.newVerifier(r.plan)
+	if r.ap, err = m.newApplier(applyDB, r.plan, r.ver); err != nil {
+		return err
+	}
+	r.ap.SetApplied(r.startPos)
+	r.ctl = m.control() // control.go: throttle, status, settings changed at run time
+	plan := r.plan
+	var cpDefer copier.Deferrer
+	if lockFree {
+		if r.def, err = pipeline.NewDeferrer(m.source, plan.KeySource); err != nil {
+			return err
+		}
+		cpDefer = r.def
+	}
+	r.ctl.setCopyLock(lockFree, lockWhy, r.def) // copy_lock.go
+	r.cp, err = copier.New(m.db, copier.Config{
+		Source: m.source, Ghost: r.ghostQ,
+		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan), SourceExprs: plan.CopyExprs,
+		KeyColumns: plan.KeySource, KeyIndex: plan.KeyIndex,
+		ChunkTime: o.ChunkTime, MaxChunk: o.MaxChunkRows, Threads: o.Threads, Logger: m.rt.Logger, Throttle: r.ctl.throttleWait, Pace: r.ctl.pace,
+		AfterChunk: func(ctx context.Context, lo, hi []any) error { return r.ver.Missing(ctx, m.db, lo, hi) },
+		Start:      checkpoint.DecodeKey(m.source, plan.KeySource, r.state.Watermark),
+		Defer:      cpDefer, Marks: r.marksQ,
+	})
+	return err
+}
+
+// openApplyDB opens the applier's connections. The applier writes binlog
+// images: TIMESTAMPs rendered in UTC, so its sessions run in UTC and the
+// columns whose conversion depends on the zone carry an expression
+// (applyExprs); strict, so a value the copy would refuse with a warning
+// fails the applier too.
+func (m *migrator) openApplyDB(ctx context.Context) (*sql.DB, error) {
+	applyConn := m.opts.Conn
+	applyConn.MaxOpen = m.opts.ApplyThreads + 2
+	applyConn.SetVars = m.applierVars(ctx)
+	applyConn.TimeZone = "+00:00"
+	applyConn.SQLMode = dbconn.WithMode(m.sem.SQLMode, "STRICT_ALL_TABLES")
+	return dbconn.Open(ctx, applyConn)
+}
+
+// checkpointSave writes the checkpoint: the applied position first, then
+// the copy's watermark.
+func (r *copyRun) checkpointSave(ctx context.Context) error {
+	st := r.state
+	st.SetPos(r.ap.Applied()) // applied first, then the watermark
+	wm, done := r.cp.Watermark()
+	st.Watermark, st.CopyDone = checkpoint.EncodeKey(wm), r.state.CopyDone || done
+	st.CopiedRows = r.state.CopiedRows + r.cp.Progress().Rows
+	return checkpoint.Write(ctx, r.m.db, r.o.Database, r.o.Table, st)
+}
+
+// startPipeline starts the throttle runtime and the meter (Control), the
+// pump's reader and flusher, the progress lines and the checkpoints. Any
+// failure of the stream or the applier ends the migration.
+func (r *copyRun) startPipeline(ctx context.Context) error {
+	m, o := r.m, r.o
+	r.save = r.checkpointSave
+	r.runCtx, r.cancel = context.WithCancelCause(ctx)
+	r.onClose(func() { r.cancel(nil) })
+	r.pump = pipeline.NewPump(r.stream, r.ap, r.ctl.applierDelay)
+	if r.def != nil {
+		r.pump.Defer(r.def)
+	}
+	m.postponed = func(ctx context.Context) error { return m.keepVerified(ctx, r.ver, 0) }
+	r.onClose(func() { m.postponed = nil })
+	stopCtl, err := r.ctl.start(r.runCtx, m, r.cancel, pipelineParts{cp: r.cp, ap: r.ap, pump: r.pump,
+		estimate: r.plan.RowEstimate, copiedBefore: r.state.CopiedRows})
+	if err != nil {
+		return err
+	}
+	r.onClose(stopCtl)
+	g, gctx := errgroup.WithContext(r.runCtx)
+	r.group = g
+	g.Go(func() error { return r.pump.Read(gctx) })
+	g.Go(func() error { return r.pump.Flush(gctx) })
+	prog := newProgress(o.ProgressInterval, m.rt.Progress, r.ctl)
+	g.Go(func() error { prog.run(gctx); return nil })
+	g.Go(func() error { return checkpointLoop(gctx, o.CheckpointInterval, r.save, m.rt.Logger) })
+	g.Go(func() error { m.hooks.statusLoop(gctx, r.ctl); return nil }) // hooks.go: on-status
+	if o.ExactRowcount && !r.state.CopyDone {
+		g.Go(func() error { m.exactRowcount(gctx, r.ctl); return nil })
+	}
+	go func() {
+		if err := g.Wait(); err != nil && !errors.Is(err, pipeline.ErrSwapped) {
+			r.cancel(err)
+		}
+	}()
+	return nil
+}
+
+// exactRowcount is --exact-rowcount: the rows counted (in the background;
+// the copy does not wait) replace the statistics' estimate for the
+// progress and the ETA.
+func (m *migrator) exactRowcount(ctx context.Context, ctl *Control) {
+	start := time.Now()
+	var n int64
+	if err := m.db.QueryRowContext(ctx, dbconn.Tag+"SELECT COUNT(*) FROM "+m.source.QuotedName()).Scan(&n); err != nil {
+		if ctx.Err() == nil {
+			m.rt.Logger.Warn("--exact-rowcount: counting the rows failed; the progress uses the table statistics' estimate", "err", err)
+		}
+		return
+	}
+	ctl.setEstimate(n)
+	m.rt.Logger.Info("exact row count", "rows", n, "took", time.Since(start).Round(time.Millisecond))
+}
+
+// copyRows is the copy phase (skipped when the interrupted run finished it).
+func (r *copyRun) copyRows() error {
+	m := r.m
+	if err := m.hooks.run(r.runCtx, hooks.BeforeRowCopy); err != nil {
+		return err
+	}
+	r.ctl.setPhase(status.PhaseCopy)
+	if !r.state.CopyDone {
+		m.rt.Logger.Info("copying", "table", m.source.QuotedName(), "ghost", r.ghostQ, "key", r.plan.KeySource, "from", r.startPos.String(), "after", r.state.Watermark)
+		if p := r.ctl.pacer(); p != nil {
+			p.Begin(r.runCtx) // the probe's latency so far is the baseline
+		}
+		if err := r.cp.Run(r.runCtx); err != nil {
+			return err
+		}
+	}
+	r.res.CopiedRows = r.cp.Progress().Rows
+	if err := m.hooks.run(r.runCtx, hooks.RowCopyComplete); err != nil {
+		return err
+	}
+	m.rt.Pause(r.runCtx, "copy-done")
+	return nil
+}
+
+// catchUp brings the applier close behind the binlog's end; then the rows
+// the applier displaced or the copy skipped under a unique key are
+// restored, or proven to be duplicates the source holds.
+func (r *copyRun) catchUp() error {
+	r.ctl.setPhase(status.PhaseCatchUp)
+	if err := r.m.catchUp(r.runCtx, r.ap); err != nil {
+		return err
+	}
+	r.m.rt.Pause(r.runCtx, "caught-up")
+	return r.ver.Restore(r.runCtx, r.m.db)
+}
+
+// checksum compares source and ghost from one point (package checksum);
+// everything the applier writes from its snapshot on is verified
+// incrementally up to the swap (package verify).
+func (r *copyRun) checksum() error {
+	m, o, plan := r.m, r.o, r.plan
+	if !o.Checksum {
+		m.rt.Logger.Warn("checksum skipped (--checksum=false): the new table is swapped in unverified")
+		return nil
+	}
+	r.ctl.setPhase(status.PhaseChecksum)
+	cs, err := checksum.Run(r.runCtx, m.db, checksum.Config{
+		Source: m.source, Ghost: plan.Ghost,
+		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan), SourceExprs: plan.CopyExprs,
+		KeySource: plan.KeySource, KeyGhost: plan.KeyGhost, KeyIndex: plan.KeyIndex,
+		MaxChunkRows: o.MaxChunkRows, Align: r.pump.Align, Pause: m.rt.Pause, Logger: m.rt.Logger,
+	})
+	r.res.Checksum = cs
+	if err != nil {
+		return err
+	}
+	if len(cs.Skipped) > 0 {
+		m.rt.Logger.Warn("checksum: columns whose type changed were not compared", "columns", cs.Skipped)
+	}
+	m.rt.Logger.Info("checksum passed", "rows", cs.Rows, "chunks", cs.Chunks, "repaired", cs.Repaired,
+		"took", cs.Took.Round(time.Millisecond), "aligning", cs.Aligning.Round(time.Millisecond))
+	return m.keepVerified(r.runCtx, r.ver, 5*time.Second)
+}
+
+// cutOver swaps the ghost in (package cutover; instant.go adds the
+// postponement and the blocker policy).
+func (r *copyRun) cutOver() error {
+	m, o := r.m, r.o
+	r.ctl.setPhase(status.PhaseCutOver)
+	if err := m.carryAutoIncrement(r.runCtx, nil); err != nil { // autoinc.go; again under the lock
+		return r.fail(err)
+	}
+	cres, err := m.cutOver(r.runCtx, cutover.Config{
+		Schema: o.Database, Table: o.Table, Ghost: GhostName(o.Table), Old: m.oldName,
+		LockWaitTimeout: o.CutOverLockTimeout, Attempts: o.CutOverAttempts,
+		WaitApplied: r.ap.WaitApplied, Armed: r.pump.Arm, Disarmed: r.pump.Disarm,
+		BeforeLock: m.readyToLock(r.ap, r.ctl, func(ctx context.Context) error { return m.keepVerified(ctx, r.ver, 2*time.Second) }),
+		UnderLock:  chainUnderLock(m.verifyUnderLock(r.ver), m.carryAutoIncrement), // autoinc.go
+		DropOld:    o.DropOldTable, Logger: m.rt.Logger,
+		Pause: func(ctx context.Context, point string) { m.rt.Pause(ctx, "cutover:"+point) },
+	})
+	r.cres = cres
+	r.res.CutOver = cutOverReport(cres)
+	if cres.LockedFor > 0 {
+		r.swappedIn = true
+	}
+	switch {
+	case err != nil && r.swappedIn:
+		// The new table is in place (an abort or a failure after the swap
+		// cannot undo it): say so, whatever ended the run.
+		return fmt.Errorf("%w: the table WAS swapped (the new table is in place, the old one is %s): %w", errAfterSwap, orSentry(cres.OldTable, o.Table), err)
+	case errors.Is(err, cutover.ErrOutcomeUnknown):
+		return err // as is: whatever else ended the run, the helper tables must stay
+	case err != nil:
+		return r.fail(err)
+	}
+	if cres.Recovered {
+		m.rt.Logger.Warn("the swap session lost its connection, but the server shows the tables swapped: the new table is in place")
+	}
+	return nil
+}
+
+// finish waits for the stream to show the RENAME: anything of T's between
+// the drain point and it would be a write the swap lost. Then it stops the
+// pipeline and drops the checkpoint.
+func (r *copyRun) finish(ctx context.Context) error {
+	m := r.m
+	select {
+	case <-r.pump.Swapped():
+	case <-r.runCtx.Done():
+		m.rt.Logger.Warn("the run was stopped after the swap: the binlog stream's check that no write reached the old table after the drain point was not done", "cause", context.Cause(r.runCtx))
+	case <-time.After(10 * time.Second):
+		m.rt.Logger.Warn("the binlog stream did not show the cut-over RENAME within 10s")
+	}
+	r.cancel(nil)
+	_ = r.group.Wait()
+	st := r.ap.Stats()
+	r.res.Applied, r.res.AppliedRows = st.Changes, st.Rows
+	if n := r.pump.Lost(); n > 0 {
+		return fmt.Errorf("cut-over: %d row change(s) reached the old table after the drain point: writes lost; the old table is %s", n, r.cres.OldTable)
+	}
+	for _, t := range []string{r.chkQ, r.marksQ} {
+		if _, err := m.db.ExecContext(context.WithoutCancel(ctx), dbconn.Tag+"DROP TABLE IF EXISTS "+t); err != nil {
+			m.rt.Logger.Warn("dropping a helper table failed; recast cleanup removes it", "table", t, "err", err)
+		}
+	}
+	m.rt.Logger.Info("cut-over done", "attempts", r.cres.Attempts, "locked", r.cres.LockedFor.Round(time.Millisecond), "old", r.cres.OldTable)
+	return nil
+}
+
+func (m *migrator) newApplier(db *sql.DB, plan *Plan, ver *verify.Verifier) (*pipeline.Applier, error) {
 	var srcIdx []int
 	var ghostCols, charsets []string
 	for _, p := range plan.Pairs {
@@ -309,27 +464,32 @@ func (m *migrator) newApplier(db *sql.DB, plan *Plan, ver *verify.Verifier) (*ap
 		keyIdx = append(keyIdx, m.source.ColumnIndex(k))
 		keyCharsets = append(keyCharsets, convertFrom(m.source, plan.Ghost, k, plan.ApplyKeyGhost[i]))
 	}
-	return apply.New(db, apply.Config{
+	return pipeline.New(db, pipeline.Config{
 		Ghost:         table.QuoteIdent(m.opts.Database) + "." + table.QuoteIdent(GhostName(m.opts.Table)),
 		SourceColumns: srcIdx, GhostColumns: ghostCols,
 		KeySource: keyIdx, KeyGhost: plan.ApplyKeyGhost,
 		Charsets: charsets, KeyCharsets: keyCharsets,
 		Exprs: plan.Exprs, KeyExprs: plan.KeyExprs,
-		Ordered: plan.Ordered, Workers: m.opts.ApplyThreads, Logger: m.opts.Logger,
+		Ordered: plan.Ordered, Workers: m.opts.ApplyThreads, Logger: m.rt.Logger,
 		Uniques: ghostUniques(plan), Displaced: ver.Displaced, Written: ver.Written,
 	})
 }
 
 // applierVars are the session variables of the applier's connections: the
-// user's --set-vars, plus binlog_annotate_row_events=OFF when recast may set
-// it (SUPER or BINLOG ADMIN). MariaDB logs each row-based statement's text
-// beside its rows by default, and the applier's statements are multi-row
+// user's --set-vars, plus binlog_annotate_row_events=OFF (MariaDB) or
+// binlog_rows_query_log_events=OFF (MySQL) when recast may set it (SUPER or
+// BINLOG ADMIN; SYSTEM_VARIABLES_ADMIN on MySQL). MariaDB logs each
+// row-based statement's text beside its rows by default (MySQL when that
+// variable is ON), and the applier's statements are multi-row
 // REPLACEs whose text is as long as their rows: the annotation would double
 // the binlog the applier writes and every replica relays (measured with
 // bench/cmd/copyform: 386 MiB instead of 182 MiB for a 1M-row table written
 // by multi-row INSERTs).
 func (m *migrator) applierVars(ctx context.Context) map[string]string {
-	const annotate = "binlog_annotate_row_events"
+	annotate := "binlog_annotate_row_events"
+	if m.opts.Conn.Server.MySQL() {
+		annotate = "binlog_rows_query_log_events"
+	}
 	vars := maps.Clone(m.opts.Conn.SetVars)
 	if _, set := vars[annotate]; set {
 		return vars
@@ -340,7 +500,7 @@ func (m *migrator) applierVars(ctx context.Context) map[string]string {
 	}
 	defer conn.Close()
 	if _, err := conn.ExecContext(ctx, dbconn.Tag+"SET SESSION "+annotate+" = OFF"); err != nil {
-		m.opts.Logger.Debug("the applier's statements are annotated in the binlog (setting "+annotate+" needs SUPER or BINLOG ADMIN)", "err", err)
+		m.rt.Logger.Debug("the applier's statements are annotated in the binlog (setting "+annotate+" needs SUPER or BINLOG ADMIN)", "err", err)
 		return vars
 	}
 	if _, err := conn.ExecContext(ctx, dbconn.Tag+"SET SESSION "+annotate+" = DEFAULT"); err != nil {
@@ -368,7 +528,7 @@ func convertFrom(source, ghost *table.Table, src, gh string) string {
 }
 
 // catchUp waits until the applier is close behind the binlog's end.
-func (m *migrator) catchUp(ctx context.Context, ap *apply.Applier) error {
+func (m *migrator) catchUp(ctx context.Context, ap *pipeline.Applier) error {
 	for {
 		pos, err := binlog.CurrentPosition(ctx, m.db)
 		if err != nil {
@@ -397,7 +557,7 @@ const lockBacklog = 50 * time.Millisecond
 // (retryable) without having locked anything. settle, if set, runs once
 // caught up (it verifies the rows written meanwhile, so that what is left
 // to verify under lock is small), followed by another round that must pass.
-func (m *migrator) readyToLock(ap *apply.Applier, ctl *Control, settle func(context.Context) error) func(context.Context) error {
+func (m *migrator) readyToLock(ap *pipeline.Applier, ctl *Control, settle func(context.Context) error) func(context.Context) error {
 	return func(ctx context.Context) error {
 		ctl.setFullSpeed(true)
 		defer ctl.setCutOverNote("")
@@ -424,7 +584,7 @@ func (m *migrator) readyToLock(ap *apply.Applier, ctl *Control, settle func(cont
 			}
 			if took <= lockBacklog {
 				if settle == nil || settled {
-					o.Logger.Debug("cut-over: caught up before requesting the lock", "round", took.Round(time.Millisecond), "rounds", rounds)
+					m.rt.Logger.Debug("cut-over: caught up before requesting the lock", "round", took.Round(time.Millisecond), "rounds", rounds)
 					return nil
 				}
 				if err := settle(rctx); err != nil {
@@ -447,7 +607,7 @@ func (m *migrator) readyToLock(ap *apply.Applier, ctl *Control, settle func(cont
 			if notDraining >= 3 {
 				note = fmt.Sprintf("the applier's backlog is not draining (catch-up rounds of %s and not shrinking): no lock is requested until it does", took.Round(time.Millisecond))
 				if notDraining == 3 {
-					o.Logger.Warn("cut-over: " + note)
+					m.rt.Logger.Warn("cut-over: " + note)
 				}
 			}
 			ctl.setCutOverNote(note)

@@ -271,7 +271,7 @@ func testChecksumChangedTypes(t *testing.T) {
 					testutil.Exec(t, db, "UPDATE _t_new SET "+tc.col+" = "+tc.corrupt+" WHERE "+tc.col+" IS NOT NULL ORDER BY id LIMIT 1")
 				}
 			}
-			res, err := Run(ctx, o)
+			res, err := runT(ctx, o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -389,7 +389,7 @@ func runFidelity(t *testing.T, seed int64, c fidelityCase, rows int) {
 		}
 	}
 	time.Sleep(100 * time.Millisecond)
-	_, rerr := Run(ctx, o)
+	_, rerr := runT(ctx, o)
 	stop()
 	wmu.Lock()
 	t.Logf("%q: %d concurrent writes (%d failed, first: %v); recast: %v", c.alter, writes, werrs, firstErr, rerr)
@@ -576,12 +576,12 @@ func TestFidelityDSTKey(t *testing.T) {
 		"INSERT INTO t VALUES ('2001-10-28 00:30:00', 1), ('2001-10-28 01:30:00', 2), ('2001-10-28 02:30:00', 3)")
 	o := testOptions(t, schema, "t", "MODIFY a BIGINT")
 	o.Conn.SetVars = map[string]string{"time_zone": "'Europe/Paris'"}
-	_, err = Run(ctxFor(t, time.Minute), o)
+	_, err = runT(ctxFor(t, time.Minute), o)
 	if err == nil || !strings.Contains(err.Error(), "daylight-saving") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("Run = %v; want the one-line daylight-saving refusal", err)
 	}
 	o.Conn.SetVars = map[string]string{"time_zone": "'+05:00'"}
-	if _, err := Run(ctxFor(t, time.Minute), o); err != nil {
+	if _, err := runT(ctxFor(t, time.Minute), o); err != nil {
 		t.Fatalf("a fixed-offset zone: %v", err)
 	}
 }
@@ -598,7 +598,7 @@ func TestFidelityNewAutoIncrement(t *testing.T) {
 	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, a INT)", "INSERT INTO t VALUES (0, 1), (5, 2), (7, 3)")
 	before := testutil.TableChecksum(t, db, schema, "t", "id")
 	o := testOptions(t, schema, "t", "MODIFY id INT NOT NULL AUTO_INCREMENT")
-	_, err := Run(ctxFor(t, time.Minute), o)
+	_, err := runT(ctxFor(t, time.Minute), o)
 	if err == nil || !strings.Contains(err.Error(), "NO_AUTO_VALUE_ON_ZERO") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("Run = %v; want the one-line refusal", err)
 	}
@@ -612,7 +612,7 @@ func TestFidelityNewAutoIncrement(t *testing.T) {
 		t.Fatalf("the server's ALTER kept the 0 (%d, %v): the refusal is not needed", zero, err)
 	}
 	o.Conn.SetVars = map[string]string{"sql_mode": "'STRICT_TRANS_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'"}
-	if _, err := Run(ctxFor(t, time.Minute), o); err != nil {
+	if _, err := runT(ctxFor(t, time.Minute), o); err != nil {
 		t.Fatalf("with NO_AUTO_VALUE_ON_ZERO: %v", err)
 	}
 	if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE id = 0").Scan(&zero); err != nil || zero != 1 {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/recast-osc/recast/internal/cutover"
 	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/hooks"
 	"github.com/recast-osc/recast/internal/mdl"
 	"github.com/recast-osc/recast/internal/table"
 )
@@ -53,11 +54,12 @@ type methodChoice struct {
 const (
 	erAlterNotSupported       = 1845
 	erAlterNotSupportedReason = 1846
+	erInnoDBMaxRowVersion     = 4092 // MySQL: the table's instant row versions are used up
 )
 
 func notSupported(err error) bool {
 	n := dbconn.Number(err)
-	return n == erAlterNotSupported || n == erAlterNotSupportedReason
+	return n == erAlterNotSupported || n == erAlterNotSupportedReason || n == erInnoDBMaxRowVersion
 }
 
 // chooseMethod decides between the copy and a native INSTANT/NOCOPY ALTER.
@@ -94,7 +96,7 @@ func (m *migrator) probe(ctx context.Context) (methodChoice, error) {
 		_ = conn.Close()
 	}()
 	if _, err := conn.ExecContext(ctx, "SET SESSION sql_log_bin = 0"); err != nil {
-		m.opts.Logger.Debug("method probe: cannot turn sql_log_bin off (the probe table's CREATE and DROP are binlogged)", "err", err)
+		m.rt.Logger.Debug("method probe: cannot turn sql_log_bin off (the probe table's CREATE and DROP are binlogged)", "err", err)
 	}
 	name := ProbeName(m.opts.Table)
 	q := table.QuoteIdent(m.opts.Database) + "." + table.QuoteIdent(name)
@@ -133,6 +135,9 @@ func (m *migrator) probe(ctx context.Context) (methodChoice, error) {
 	}
 	err = try("INSTANT")
 	if err == nil {
+		if why := m.rowVersionsFull(ctx); why != "" {
+			return methodChoice{MethodCopy, why}, nil
+		}
 		return methodChoice{MethodInstant, "the server can apply it with ALGORITHM=INSTANT (a metadata change: no copy, no rebuild)"}, nil
 	}
 	if !notSupported(err) {
@@ -143,6 +148,10 @@ func (m *migrator) probe(ctx context.Context) (methodChoice, error) {
 		return methodChoice{MethodCopy, "ALGORITHM=INSTANT probe failed: " + oneLine(err)}, nil
 	}
 	instantNo := oneLine(err)
+	if !m.opts.Conn.Server.HasNoCopy() {
+		// MySQL's INPLACE may rebuild the table: the copy is gentler.
+		return methodChoice{MethodCopy, instantNo + "; MySQL has no ALGORITHM=NOCOPY (its INPLACE may rebuild the table, unthrottled): copying instead"}, nil
+	}
 	err = try("NOCOPY")
 	var ib *indexBuild
 	switch {
@@ -158,6 +167,28 @@ func (m *migrator) probe(ctx context.Context) (methodChoice, error) {
 	default:
 		return methodChoice{MethodCopy, instantNo + "; ALGORITHM=NOCOPY probe failed: " + oneLine(err)}, nil
 	}
+}
+
+// rowVersionsFull returns why an INSTANT ALTER must not run on the table
+// itself ("" when it may): on MySQL, a table whose instant ADD/DROP COLUMNs
+// reached the row-version limit refuses another (error 4092), which the
+// probe, on a fresh copy of the definition, cannot see.
+func (m *migrator) rowVersionsFull(ctx context.Context) string {
+	limit := m.opts.Conn.Server.MaxRowVersions()
+	if limit == 0 {
+		return ""
+	}
+	var n int64
+	err := m.db.QueryRowContext(ctx, "SELECT TOTAL_ROW_VERSIONS FROM information_schema.INNODB_TABLES WHERE NAME = ?",
+		m.opts.Database+"/"+m.opts.Table).Scan(&n)
+	if err != nil {
+		m.rt.Logger.Warn("cannot read the table's row versions (information_schema.INNODB_TABLES); copying rather than risking an INSTANT ALTER the server refuses", "err", err)
+		return "the table's row versions (TOTAL_ROW_VERSIONS) could not be read: " + oneLine(err)
+	}
+	if n+1 > int64(limit) {
+		return fmt.Sprintf("the table has %d row versions from earlier INSTANT ALTERs, the server's limit is %d: another INSTANT ADD/DROP COLUMN would be refused; copying instead (which resets them)", n, limit)
+	}
+	return ""
 }
 
 type indexBuild struct{ names []string }
@@ -257,7 +288,7 @@ func (m *migrator) executeMethod(ctx context.Context, res *Result, ch methodChoi
 	}
 	err := m.executeNative(ctx, res, ch)
 	if err != nil && m.opts.Method == "auto" && notSupported(err) && !errors.Is(err, mdl.ErrGaveUp) {
-		m.opts.Logger.Warn("the server refused the ALTER's algorithm on the table itself, though the probe accepted it; copying instead", "algorithm", strings.ToUpper(ch.method), "err", err)
+		m.rt.Logger.Warn("the server refused the ALTER's algorithm on the table itself, though the probe accepted it; copying instead", "algorithm", strings.ToUpper(ch.method), "err", err)
 		why := "ALGORITHM=" + strings.ToUpper(ch.method) + " refused on the table: " + oneLine(err)
 		*res = Result{}
 		if err := m.copyChecks(ctx); err != nil {
@@ -283,8 +314,8 @@ func (m *migrator) executeNative(ctx context.Context, res *Result, ch methodChoi
 	var took time.Duration
 	return m.postponable(ctx, func() error {
 		pol := m.blockerPolicy(ctx)
-		pol.LockWaitTimeout, pol.Attempts, pol.Budget, pol.Logger = o.CutOverLockTimeout, o.CutOverAttempts, o.CutOverBudget, o.Logger
-		o.Logger.Info("running the ALTER natively", "algorithm", algo, "table", m.source.QuotedName(), "why", ch.reason)
+		pol.LockWaitTimeout, pol.Attempts, pol.Budget, pol.Logger = o.CutOverLockTimeout, o.CutOverAttempts, o.CutOverBudget, m.rt.Logger
+		m.rt.Logger.Info("running the ALTER natively", "algorithm", algo, "table", m.source.QuotedName(), "why", ch.reason)
 		rep, err := mdl.Run(ctx, *pol, what, func(ctx context.Context) error {
 			start := time.Now()
 			var err error
@@ -301,7 +332,7 @@ func (m *migrator) executeNative(ctx context.Context, res *Result, ch methodChoi
 			res.CutOver.LockedFor = 0
 			return err
 		}
-		o.Logger.Info(what+" done", "lock_and_alter", took.Round(time.Millisecond), "attempts", rep.Attempts,
+		m.rt.Logger.Info(what+" done", "lock_and_alter", took.Round(time.Millisecond), "attempts", rep.Attempts,
 			"waited_for_blockers", rep.Waited.Round(time.Millisecond), "blockers_seen", len(rep.Blockers), "kills", len(rep.Kills))
 		return nil
 	})
@@ -312,24 +343,24 @@ func (m *migrator) executeNative(ctx context.Context, res *Result, ch methodChoi
 func (m *migrator) blockerPolicy(ctx context.Context) *mdl.Policy {
 	o := m.opts
 	f, err := mdl.NewFinder(ctx, m.db, mdl.Config{
-		Schema: o.Database, Table: o.Table, LoadPlugin: o.LoadMDLPlugin, Logger: o.Logger,
+		Schema: o.Database, Table: o.Table, LoadPlugin: o.LoadMDLPlugin, Logger: m.rt.Logger,
 	})
 	if err != nil {
-		o.Logger.Warn("cannot look for metadata-lock blockers; lock attempts stay bounded by --cut-over-lock-timeout", "err", err)
+		m.rt.Logger.Warn("cannot look for metadata-lock blockers; lock attempts stay bounded by --cut-over-lock-timeout", "err", err)
 		f = nil
 	} else {
-		o.Logger.Info("metadata-lock blockers are looked up in "+f.Source(), "kill_after", o.KillBlockersAfter, "kill_max_rows", o.KillMaxRows)
+		m.rt.Logger.Info("metadata-lock blockers are looked up in "+f.Source(), "kill_after", o.KillBlockersAfter, "kill_max_rows", o.KillMaxRows)
 		if !f.Plugin() {
 			const why = "the metadata_lock_info plugin is not loaded: an idle transaction that read the table can only be a possible blocker (recast treats it as one once it outlives a failed lock attempt)"
 			if can, err := mdl.CanLoadPlugin(ctx, m.db); err == nil && can {
-				o.Logger.Warn(why + "; recommended: your user may load it, pass --load-mdl-plugin (INSTALL SONAME 'metadata_lock_info')")
+				m.rt.Logger.Warn(why + "; recommended: your user may load it, pass --load-mdl-plugin (INSTALL SONAME 'metadata_lock_info')")
 			} else {
-				o.Logger.Warn(why + "; recommended: ask an administrator to run INSTALL SONAME 'metadata_lock_info' (it needs INSERT on mysql.plugin)")
+				m.rt.Logger.Warn(why + "; recommended: ask an administrator to run INSTALL SONAME 'metadata_lock_info' (it needs INSERT on mysql.plugin)")
 			}
 		}
 	}
 	return &mdl.Policy{Finder: f, KillAfter: o.KillBlockersAfter, KillMaxRows: o.KillMaxRows,
-		Observe: o.Control.ObserveBlockers} // nil-safe: the status page's blockers
+		Observe: m.rt.Control.ObserveBlockers} // nil-safe: the status page's blockers
 }
 
 // cutOver runs the copy method's cut-over under the metadata-lock policy,
@@ -366,7 +397,7 @@ func (m *migrator) preparePostpone() error {
 	if err != nil {
 		return fmt.Errorf("create the postpone flag file: %w", err)
 	}
-	m.opts.Logger.Info("created the postpone flag file: the cut-over waits until it is removed", "file", f)
+	m.rt.Logger.Info("created the postpone flag file: the cut-over waits until it is removed", "file", f)
 	return h.Close()
 }
 
@@ -380,6 +411,9 @@ func (m *migrator) postponable(ctx context.Context, step func() error) error {
 		if err := m.waitPostponed(ctx); err != nil {
 			return err
 		}
+		if err := m.hooks.run(ctx, hooks.BeforeCutOver); err != nil { // hooks.go
+			return err
+		}
 		err := step()
 		if err == nil || f == "" || ctx.Err() != nil || !errors.Is(err, mdl.ErrGaveUp) {
 			return err
@@ -387,7 +421,7 @@ func (m *migrator) postponable(ctx context.Context, step func() error) error {
 		if perr := m.preparePostpone(); perr != nil {
 			return errors.Join(err, perr)
 		}
-		m.opts.Logger.Warn("the cut-over gave up and is postponed again: remove the flag file to retry", "file", f, "err", err)
+		m.rt.Logger.Warn("the cut-over gave up and is postponed again: remove the flag file to retry", "file", f, "err", err)
 	}
 }
 
@@ -405,7 +439,10 @@ func (m *migrator) waitPostponed(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
-	m.opts.Logger.Info("cut-over postponed while the flag file exists; the new table is kept in sync meanwhile", "file", f)
+	m.rt.Logger.Info("cut-over postponed while the flag file exists; the new table is kept in sync meanwhile", "file", f)
+	if err := m.hooks.run(ctx, hooks.BeginPostponed); err != nil { // hooks.go
+		return err
+	}
 	lastLog, lastVerified := start, start
 	for exists() {
 		select {
@@ -420,11 +457,11 @@ func (m *migrator) waitPostponed(ctx context.Context) error {
 			lastVerified = time.Now()
 		}
 		if time.Since(lastLog) >= time.Minute {
-			m.opts.Logger.Info("cut-over still postponed", "file", f, "for", time.Since(start).Round(time.Second))
+			m.rt.Logger.Info("cut-over still postponed", "file", f, "for", time.Since(start).Round(time.Second))
 			lastLog = time.Now()
 		}
 	}
-	m.opts.Logger.Info("postpone flag file removed: cutting over", "file", f, "postponed", time.Since(start).Round(time.Millisecond))
+	m.rt.Logger.Info("postpone flag file removed: cutting over", "file", f, "postponed", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

@@ -27,7 +27,7 @@ func TestMethodAutoCopyOnlyChecks(t *testing.T) {
 	// An instant change: done natively, foreign key and trigger kept.
 	o := testOptions(t, schema, "t", "ADD COLUMN c INT NULL")
 	o.Method = "auto"
-	res, err := Run(ctxFor(t, time.Minute), o)
+	res, err := runT(ctxFor(t, time.Minute), o)
 	if err != nil {
 		t.Fatalf("--method auto, instant ALTER on a table with a foreign key and a trigger: %v", err)
 	}
@@ -47,7 +47,7 @@ func TestMethodAutoCopyOnlyChecks(t *testing.T) {
 	for _, execute := range []bool{false, true} {
 		o := testOptions(t, schema, "t", "MODIFY v BIGINT NOT NULL")
 		o.Method, o.Execute = "auto", execute
-		_, err := Run(ctxFor(t, time.Minute), o)
+		_, err := runT(ctxFor(t, time.Minute), o)
 		var ce *check.Error
 		if !errors.As(err, &ce) || ce.Check != "triggers" {
 			t.Fatalf("execute=%v: want the triggers check to refuse the copy, got %v", execute, err)

@@ -3,7 +3,6 @@ package migration
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/recast-osc/recast/internal/cutover"
 	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/ddl"
+	"github.com/recast-osc/recast/internal/hooks"
 	"github.com/recast-osc/recast/internal/mdl"
 	"github.com/recast-osc/recast/internal/table"
 )
@@ -41,11 +41,17 @@ type Plan struct {
 	GhostName   string
 	OldName     string
 	RowEstimate int64
+	// DropFirst are the leftover helper tables the run drops before it
+	// starts (--initially-drop-old-table, --initially-drop-ghost-table).
+	DropFirst []string
 
 	// MethodReason says why Method was chosen (instant.go).
 	MethodReason string
 	// Resume is the checkpoint a --resume continues from (nil otherwise).
 	Resume *checkpoint.State
+	// CopyLock is the copy's lock mode ("lock-free" or "share") and
+	// CopyLockReason why (copy_lock.go; dry run).
+	CopyLock, CopyLockReason string
 }
 
 // Result is what Run reports.
@@ -86,50 +92,43 @@ type CutOverReport struct {
 
 // Run runs the migration described by opts: a dry run (inspect and plan)
 // unless opts.Execute.
-// ErrMySQLUnsupported: on MySQL the migrated table can still differ from
-// what the server's own ALTER would produce (JSON values the applier writes
-// from the binlog are not in MySQL's canonical form; some conversions fail in
-// the applier; reading the processlist can fail with error 3854 and stop
-// cut-overs), so recast refuses there before touching anything.
-// --experimental-mysql lifts the refusal (for testing recast, not for data).
-var ErrMySQLUnsupported = errors.New("recast does not migrate tables on MySQL yet: rows written from the binlog can differ from the server's own ALTER (JSON values, some type conversions) and the cut-over can fail reading the processlist; nothing was touched. Use MariaDB 10.11 or 11.x, or pass --experimental-mysql to test recast itself (not with data you need)")
-
-func Run(ctx context.Context, opts Options) (*Result, error) {
+func Run(ctx context.Context, opts Options, rt Runtime) (*Result, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	opts.Conn.Schema = opts.Database
-	// The flavor is known from here on for every connection derived from
-	// opts.Conn (applier, replicas, cut-over).
-	conn, err := dbconn.Probe(ctx, opts.Conn)
+	rt = rt.withDefaults()
+	oldName := OldTableName(opts.Table, opts.TimestampOldTable, start)
+	if opts.HooksPath != "" && rt.Control == nil {
+		rt.Control = NewControl() // the hooks' progress figures
+	}
+	hk, err := newHookRunner(opts, rt, start, oldName) // hooks.go
 	if err != nil {
 		return nil, err
 	}
-	opts.Conn = conn
-	if conn.Server.MySQL() && !opts.ExperimentalMySQL {
-		return nil, ErrMySQLUnsupported
+	if err := hk.run(ctx, hooks.Startup); err != nil {
+		return nil, err
 	}
-	db, err := dbconn.Open(ctx, opts.Conn)
+	defer hk.attach(rt.Control)()
+	res, err := run(ctx, opts, rt, start, oldName, hk)
 	if err != nil {
-		return nil, err
+		_ = hk.run(context.WithoutCancel(ctx), hooks.Failure) // reported only
+	} else {
+		_ = hk.run(ctx, hooks.Success) // reported only
 	}
-	// The server's semantics, not recast's: the ghost's DDL, the checks and
-	// every conversion run under the server's global sql_mode and time_zone
-	// (or the user's --set-vars), as the server's own ALTER would.
-	sem, err := dbconn.ReadSemantics(ctx, db, opts.Conn)
-	_ = db.Close()
-	if err != nil {
-		return nil, err
-	}
-	opts.Conn.SQLMode, opts.Conn.TimeZone = sem.SQLMode, sem.TimeZone
-	if db, err = dbconn.Open(ctx, opts.Conn); err != nil {
-		return nil, err
-	}
-	defer db.Close()
+	return res, err
+}
 
-	m := &migrator{opts: opts, db: db, log: opts.Logger, sem: sem}
+// run is Run between the hooks' startup and success/failure events.
+func run(ctx context.Context, opts Options, rt Runtime, start time.Time, oldName string, hk *hookRunner) (*Result, error) {
+	m, err := connect(ctx, opts, rt)
+	if err != nil {
+		return nil, err
+	}
+	m.oldName, m.hooks = oldName, hk
+	defer m.db.Close()
 	defer m.release()
+	opts = m.opts
 	if opts.Resume && opts.Execute {
 		// A run killed after its swap: the table is already the new one, so
 		// the ALTER cannot be checked against it again; finish the clean-up.
@@ -166,10 +165,16 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	if err := m.hooksValidated(ctx); err != nil { // hooks.go
+		return nil, err
+	}
 	res := &Result{}
 	if !opts.Execute {
 		plan, err := m.planDryMethod(ctx, choice)
 		if err != nil {
+			return nil, err
+		}
+		if err := m.planCopyLock(ctx, plan); err != nil { // copy_lock.go
 			return nil, err
 		}
 		res.Plan = plan
@@ -184,11 +189,39 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	return res, nil
 }
 
+// connect probes the server (the flavor is known from here on for every
+// connection derived from opts.Conn: applier, replicas, cut-over) and opens the migration's pool under the server's
+// semantics, not recast's: the ghost's DDL, the checks and every
+// conversion run under the server's global sql_mode and time_zone (or the
+// user's --set-vars), as the server's own ALTER would.
+func connect(ctx context.Context, opts Options, rt Runtime) (*migrator, error) {
+	opts.Conn.Schema = opts.Database
+	conn, err := dbconn.Probe(ctx, opts.Conn)
+	if err != nil {
+		return nil, err
+	}
+	opts.Conn = conn
+	db, err := dbconn.Open(ctx, opts.Conn)
+	if err != nil {
+		return nil, err
+	}
+	sem, err := dbconn.ReadSemantics(ctx, db, opts.Conn)
+	_ = db.Close()
+	if err != nil {
+		return nil, err
+	}
+	opts.Conn.SQLMode, opts.Conn.TimeZone = sem.SQLMode, sem.TimeZone
+	if db, err = dbconn.Open(ctx, opts.Conn); err != nil {
+		return nil, err
+	}
+	return &migrator{opts: opts, rt: rt, db: db, sem: sem}, nil
+}
+
 type migrator struct {
 	opts   Options
+	rt     Runtime          // logger, progress, pause hook, control
 	sem    dbconn.Semantics // the server's sql_mode and time_zone (or --set-vars')
 	db     *sql.DB
-	log    interface{ Info(string, ...any) }
 	source *table.Table
 	an     *ddl.Analysis
 	checks *check.Input // preflight: holds the per-table lock until release
@@ -196,6 +229,10 @@ type migrator struct {
 	// postponed, if set, runs about once a second while the cut-over is
 	// postponed (keeps the rows written meanwhile verified).
 	postponed func(ctx context.Context) error
+	// oldName is where the original table is kept after the swap
+	// (OldTableName: timestamped with --timestamp-old-table).
+	oldName string
+	hooks   *hookRunner // --hooks-path (hooks.go); nil: none
 }
 
 // inspect runs the preflight checks (package check) in their fixed order:
@@ -206,9 +243,10 @@ type migrator struct {
 func (m *migrator) inspect(ctx context.Context) error {
 	in := &check.Input{
 		DB: m.db, Conn: m.opts.Conn, Database: m.opts.Database, Table: m.opts.Table, Alter: m.opts.Alter,
-		GhostName: GhostName(m.opts.Table), OldName: OldName(m.opts.Table), SentryName: sentryName(m.opts.Table), SwapName: cutover.SwapName(m.opts.Table),
+		GhostName: GhostName(m.opts.Table), OldName: m.oldName, SentryName: sentryName(m.opts.Table), SwapName: cutover.SwapName(m.opts.Table),
 		CheckpointName: checkpoint.TableName(m.opts.Table), Resume: m.opts.Resume,
-		DropOld: m.opts.DropOldTable, Logger: m.opts.Logger,
+		DropOld: m.opts.DropOldTable, Logger: m.rt.Logger,
+		DropOldFirst: m.opts.InitiallyDropOldTable, DropGhostFirst: m.opts.InitiallyDropGhostTable,
 	}
 	if m.opts.Method != MethodCopy {
 		// What only the copy needs (a chunk key, no triggers or foreign
@@ -271,6 +309,9 @@ func (m *migrator) planDry(ctx context.Context) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.DropFirst, err = m.leftovers(ctx); err != nil {
+		return nil, err
+	}
 	return p, m.checkNewAutoIncrement(ctx, p)
 }
 
@@ -286,7 +327,7 @@ func (m *migrator) plan(ghost *table.Table) (*Plan, error) {
 	}
 	p := &Plan{
 		Method: "copy", Source: m.source, Ghost: ghost, Analysis: m.an, Pairs: pairs,
-		KeySource: ks, KeyGhost: kg, GhostName: GhostName(m.opts.Table), OldName: OldName(m.opts.Table),
+		KeySource: ks, KeyGhost: kg, GhostName: GhostName(m.opts.Table), OldName: m.oldName,
 		RowEstimate: m.source.RowEstimate,
 	}
 	for _, ix := range m.source.IdentifyingKeys() {
@@ -347,6 +388,7 @@ func (p *Plan) Describe() string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, "chunk key:    %s (index %s)\n", strings.Join(p.KeySource, ", "), p.KeyIndex)
+	b.WriteString(p.describeCopyLock())
 	if p.Ordered {
 		b.WriteString("apply:        one worker, coalescing (the key has collation-sensitive text columns)\n")
 	} else {
@@ -394,6 +436,9 @@ func (p *Plan) Describe() string {
 			wm = "(" + strings.Join(parts, ", ") + ")"
 		}
 		fmt.Fprintf(&b, "resume:       from binlog %s, %d rows copied before, watermark %s\n", r.Pos(), r.CopiedRows, wm)
+	}
+	for _, n := range p.DropFirst {
+		fmt.Fprintf(&b, "first:        drops the leftover table %s\n", table.QuoteIdent(n))
 	}
 	fmt.Fprintf(&b, "afterwards:   old table kept as %s\n", p.OldName)
 	return b.String()

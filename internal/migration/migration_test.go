@@ -53,7 +53,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 
 	o := testOptions(t, schema, "t", "ADD COLUMN c INT, CHANGE a a2 VARCHAR(20) NOT NULL, DROP COLUMN b, ADD INDEX (c)")
 	o.Execute = false
-	res, err := Run(ctxFor(t, time.Minute), o)
+	res, err := runT(ctxFor(t, time.Minute), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 		t.Fatal("dry run reports executed")
 	}
 	desc := res.Plan.Describe()
-	for _, want := range []string{"method:       copy", "chunk key:    id (index PRIMARY)", "a                        -> a2 (renamed)", "b                        dropped", "c                        new"} {
+	for _, want := range []string{"method:       copy", "chunk key:    id (index PRIMARY)", "copy lock:    lock-free (", "a                        -> a2 (renamed)", "b                        dropped", "c                        new"} {
 		if !strings.Contains(desc, want) {
 			t.Errorf("plan lacks %q:\n%s", want, desc)
 		}
@@ -109,7 +109,7 @@ func TestDryRunRejectsWhatTheServerRejects(t *testing.T) {
 	seedTable(t, db)
 	o := testOptions(t, schema, "t", "DROP COLUMN nosuchcolumn")
 	o.Execute = false
-	_, err := Run(ctxFor(t, time.Minute), o)
+	_, err := runT(ctxFor(t, time.Minute), o)
 	if err == nil || !strings.Contains(err.Error(), "the server rejects the ALTER") {
 		t.Fatalf("want the server's rejection, got %v", err)
 	}
@@ -126,7 +126,7 @@ func TestFailureLeavesOriginal(t *testing.T) {
 	testutil.Exec(t, db, "UPDATE t SET a = 'much-too-long-value' WHERE id = 2500")
 	before := testutil.TableChecksum(t, db, schema, "t", "id")
 	o := testOptions(t, schema, "t", "MODIFY a VARCHAR(5) NOT NULL")
-	_, err := Run(ctxFor(t, time.Minute), o)
+	_, err := runT(ctxFor(t, time.Minute), o)
 	if err == nil || !strings.Contains(err.Error(), "would change or lose data") {
 		t.Fatalf("want a data-change error, got %v", err)
 	}
@@ -185,7 +185,7 @@ func TestKeepsOldTable(t *testing.T) {
 	db := testutil.DB(t, schema)
 	seedTable(t, db)
 	before := testutil.TableChecksum(t, db, schema, "t", "id")
-	res, err := Run(ctxFor(t, time.Minute), testOptions(t, schema, "t", "ADD COLUMN c INT NOT NULL DEFAULT 7"))
+	res, err := runT(ctxFor(t, time.Minute), testOptions(t, schema, "t", "ADD COLUMN c INT NOT NULL DEFAULT 7"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,21 +8,21 @@ import (
 	"slices"
 	"time"
 
-	"github.com/recast-osc/recast/internal/apply"
 	"github.com/recast-osc/recast/internal/checksum"
 	"github.com/recast-osc/recast/internal/cutover"
+	"github.com/recast-osc/recast/internal/pipeline"
 	"github.com/recast-osc/recast/internal/verify"
 )
 
 // ghostUniques are the ghost's unique keys other than the identifying one:
 // the keys under which a row the applier writes could meet another row.
-func ghostUniques(p *Plan) []apply.Unique {
-	var out []apply.Unique
+func ghostUniques(p *Plan) []pipeline.Unique {
+	var out []pipeline.Unique
 	for _, ix := range p.Ghost.Indexes {
 		if !ix.Enforced || (ix.Unique && (slices.Equal(ix.Columns, p.KeyGhost) || slices.Equal(ix.Columns, p.ApplyKeyGhost))) {
 			continue
 		}
-		out = append(out, apply.Unique{Name: ix.Name, Columns: ix.Columns, Enforced: ix.Unique && enforcedBySource(p, ix.Columns)})
+		out = append(out, pipeline.Unique{Name: ix.Name, Columns: ix.Columns, Enforced: ix.Unique && enforcedBySource(p, ix.Columns)})
 	}
 	return out
 }
@@ -79,7 +79,7 @@ func (m *migrator) newVerifier(plan *Plan) *verify.Verifier {
 		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan), SourceExprs: plan.CopyExprs,
 		KeySource: plan.KeySource, KeyGhost: plan.KeyGhost, KeyCharsets: keyCharsets,
 		SourceExpr: srcExpr, GhostExpr: ghExpr,
-		Uniques: ghostUniques(plan), Logger: m.opts.Logger,
+		Uniques: ghostUniques(plan), Logger: m.rt.Logger,
 	})
 }
 
@@ -92,7 +92,7 @@ func (m *migrator) keepVerified(ctx context.Context, v *verify.Verifier, limit t
 		return err
 	}
 	st := v.Stats()
-	m.opts.Logger.Debug("verified rows written since the checksum", "checked", st.Checked, "pending", st.Written,
+	m.rt.Logger.Debug("verified rows written since the checksum", "checked", st.Checked, "pending", st.Written,
 		"differing_now", differ, "displaced", st.Displaced, "restored", st.Restored)
 	return nil
 }
@@ -111,7 +111,7 @@ func (m *migrator) verifyUnderLock(v *verify.Verifier) func(ctx context.Context,
 		if err != nil {
 			return fmt.Errorf("verification under the cut-over lock: %w", err)
 		}
-		m.opts.Logger.Info("verified under lock", "rows", pending, "took", time.Since(start).Round(time.Microsecond))
+		m.rt.Logger.Info("verified under lock", "rows", pending, "took", time.Since(start).Round(time.Microsecond))
 		return nil
 	}
 }

@@ -15,25 +15,26 @@ import (
 // progress writes a status line every interval: copy %, copy rate, apply
 // rate vs incoming rate, backlog, replica lag, throttle reason, and an ETA
 // that says so when the backlog is not draining instead of inventing a
-// time. When Options.Progress is a Terminal it also keeps a progress bar on
+// time. When Runtime.Progress is a Terminal it also keeps a progress bar on
 // the terminal's last line, redrawn every second.
 type progress struct {
-	o   Options
-	ctl *Control
+	every time.Duration
+	w     io.Writer
+	ctl   *Control
 }
 
-func newProgress(o Options, ctl *Control) *progress {
-	return &progress{o: o, ctl: ctl}
+func newProgress(every time.Duration, w io.Writer, ctl *Control) *progress {
+	return &progress{every: every, w: w, ctl: ctl}
 }
 
 func (p *progress) run(ctx context.Context) {
-	term, _ := p.o.Progress.(*Terminal)
-	if p.o.ProgressInterval <= 0 && term == nil {
+	term, _ := p.w.(*Terminal)
+	if p.every <= 0 && term == nil {
 		return
 	}
 	var lines, bars <-chan time.Time
-	if p.o.ProgressInterval > 0 {
-		t := time.NewTicker(p.o.ProgressInterval)
+	if p.every > 0 {
+		t := time.NewTicker(p.every)
 		defer t.Stop()
 		lines = t.C
 	}
@@ -48,7 +49,7 @@ func (p *progress) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-lines:
-			fmt.Fprintln(p.o.Progress, Line(p.ctl.Status()))
+			fmt.Fprintln(p.w, Line(p.ctl.Status()))
 		case <-bars:
 			term.SetBar(Bar(p.ctl.Status(), 28))
 		}
@@ -81,11 +82,13 @@ func Line(s status.Snapshot) string {
 	if s.Throttle.Throttled {
 		fmt.Fprintf(&b, " | throttled: %s", s.Throttle.Reason)
 	}
-	if s.ETA.Seconds != nil && s.ETA.Text != "done" {
-		fmt.Fprintf(&b, " | ETA %s (%s)", status.Seconds(*s.ETA.Seconds), s.ETA.Text)
-	} else {
-		fmt.Fprintf(&b, " | ETA: %s", s.ETA.Text)
+	if s.Pace != nil && s.Phase == status.PhaseCopy && !s.Copy.Done {
+		fmt.Fprintf(&b, " | paced: duty %.0f%% (probe %s, %s before)", 100*s.Pace.Duty,
+			time.Duration(s.Pace.CurrentSeconds*float64(time.Second)).Round(10*time.Microsecond),
+			time.Duration(s.Pace.BaselineSeconds*float64(time.Second)).Round(10*time.Microsecond))
 	}
+	// Always the ETA: a number, or why there is none.
+	b.WriteString(" | " + status.ETALine(s.ETA))
 	return b.String()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/recast-osc/recast/internal/checkpoint"
 	"github.com/recast-osc/recast/internal/cutover"
 	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/flavor"
 	"github.com/recast-osc/recast/internal/table"
 )
 
@@ -40,11 +42,16 @@ func (m *migrator) prepareGhost(ctx context.Context) (*Plan, checkpoint.State, e
 	if err != nil {
 		return nil, checkpoint.State{}, err
 	}
-	pos, err := binlog.CurrentPosition(ctx, m.db)
+	pos, err := binlog.StartPosition(ctx, m.db) // with MariaDB's GTIDs at it
 	if err != nil {
 		return nil, checkpoint.State{}, err
 	}
-	st := checkpoint.State{Alter: o.Alter, Key: plan.KeySource, File: pos.File, Offset: pos.Offset}
+	id, err := flavor.Identity(ctx, m.db, o.Conn.Server)
+	if err != nil {
+		return nil, checkpoint.State{}, err
+	}
+	st := checkpoint.State{Alter: o.Alter, Key: plan.KeySource, Server: id}
+	st.SetPos(pos)
 	if err := checkpoint.Create(ctx, m.db, o.Database, o.Table); err != nil {
 		return nil, st, err
 	}
@@ -82,12 +89,16 @@ func (m *migrator) resumeGhost(ctx context.Context) (*Plan, checkpoint.State, er
 		return nil, st, fmt.Errorf("--resume: the checkpoint's key (%s) is not the key recast picks now (%s): run recast cleanup and start over",
 			strings.Join(st.Key, ","), strings.Join(plan.KeySource, ","))
 	}
-	m.opts.Logger.Info("resuming", "from", st.Pos().String(), "copy_done", st.CopyDone, "rows_copied_before", st.CopiedRows)
+	if m.resume != nil { // where checkResume found the stream can start
+		st.SetPos(m.resume.start)
+		st.Server = m.resume.server
+	}
+	m.rt.Logger.Info("resuming", "from", st.Pos().String(), "copy_done", st.CopyDone, "rows_copied_before", st.CopiedRows)
 	return plan, st, nil
 }
 
 // checkpointLoop writes a checkpoint every interval until ctx ends.
-func checkpointLoop(ctx context.Context, every time.Duration, save func(context.Context) error, o Options) error {
+func checkpointLoop(ctx context.Context, every time.Duration, save func(context.Context) error, log *slog.Logger) error {
 	if every <= 0 {
 		return nil
 	}
@@ -99,7 +110,7 @@ func checkpointLoop(ctx context.Context, every time.Duration, save func(context.
 			return nil
 		case <-t.C:
 			if err := save(ctx); err != nil && ctx.Err() == nil {
-				o.Logger.Warn("checkpoint failed; will retry", "err", err)
+				log.Warn("checkpoint failed; will retry", "err", err)
 			}
 		}
 	}
@@ -131,16 +142,19 @@ func (m *migrator) killedAfterSwap(ctx context.Context) (bool, error) {
 func (m *migrator) finishSwapped(ctx context.Context, res *Result) error {
 	o := m.opts
 	q := func(n string) string { return table.QuoteIdent(o.Database) + "." + table.QuoteIdent(n) }
-	done, err := Cleanup(ctx, o.Conn, o.Database, o.Table)
+	done, renamed, err := cleanup(ctx, o.Conn, o.Database, o.Table)
 	for _, d := range done {
-		o.Logger.Info("resume: the killed run had swapped the tables; finishing its clean-up", "done", d)
+		m.rt.Logger.Info("resume: the killed run had swapped the tables; finishing its clean-up", "done", d)
 	}
 	if err != nil {
 		return err
 	}
 	res.CutOver.OldTable = OldName(o.Table)
+	if renamed != "" {
+		res.CutOver.OldTable = renamed
+	}
 	if o.DropOldTable {
-		if _, err := m.db.ExecContext(ctx, dbconn.Tag+"DROP TABLE IF EXISTS "+q(OldName(o.Table))); err != nil {
+		if _, err := m.db.ExecContext(ctx, dbconn.Tag+"DROP TABLE IF EXISTS "+q(res.CutOver.OldTable)); err != nil {
 			return err
 		}
 		res.CutOver.OldTable = ""
@@ -159,7 +173,7 @@ func (m *migrator) restoreSwapName(ctx context.Context) error {
 	if _, err := m.db.ExecContext(ctx, dbconn.Tag+"RENAME TABLE "+q(cutover.SwapName(o.Table))+" TO "+q(GhostName(o.Table))); err != nil {
 		return fmt.Errorf("--resume: give the ghost its name back (%s to %s): %w", cutover.SwapName(o.Table), GhostName(o.Table), err)
 	}
-	o.Logger.Info("resume: the ghost was renamed for an interrupted swap; renamed it back", "table", GhostName(o.Table))
+	m.rt.Logger.Info("resume: the ghost was renamed for an interrupted swap; renamed it back", "table", GhostName(o.Table))
 	return nil
 }
 
@@ -167,6 +181,11 @@ func (m *migrator) restoreSwapName(ctx context.Context) error {
 type resumeState struct {
 	state checkpoint.State
 	ghost string // the ghost's current name (GhostName, or SwapName mid-attempt)
+	// start is where the stream starts: the checkpoint's GTIDs when the
+	// server has them, with its file+offset when they are this server's;
+	// server is this server's identity.
+	start  binlog.Position
+	server string
 }
 
 // checkResume validates the checkpoint of an interrupted run against this
@@ -215,22 +234,70 @@ func (m *migrator) checkResume(ctx context.Context) error {
 		return fmt.Errorf("--resume: the checkpoint's key (%s) is not the key recast picks now (%s); %s",
 			strings.Join(st.Key, ","), strings.Join(plan.KeySource, ","), keep)
 	}
-	logs, err := binaryLogs(ctx, m.db)
-	if err != nil {
-		return fmt.Errorf("--resume: list the binary logs: %w", err)
-	}
-	found := false
-	for _, f := range logs {
-		if f.name == st.File {
-			found = f.size >= int64(st.Offset)
-		}
-	}
-	if !found {
-		return fmt.Errorf("--resume: the checkpoint's binlog position %s is no longer on the server (purged, or the server is another one): the changes since it cannot be replayed; run recast cleanup and start over", st.Pos())
+	if rs.start, rs.server, err = m.resumePosition(ctx, st); err != nil {
+		return err
 	}
 	m.resume = rs
-	o.Logger.Info("--resume: the checkpoint matches", "position", st.Pos().String(), "copy_done", st.CopyDone, "rows_copied_before", st.CopiedRows)
+	m.rt.Logger.Info("--resume: the checkpoint matches", "position", st.Pos().String(), "start", rs.start.String(), "copy_done", st.CopyDone, "rows_copied_before", st.CopiedRows)
 	return nil
+}
+
+// resumePosition decides where the resumed stream starts. By GTID when the
+// checkpoint has GTIDs and the server still has every transaction after
+// them: that survives the purge of the checkpoint's binlog file and a
+// failover to a server with the same GTIDs; the file+offset is kept
+// beside them only when it is this server's (same identity, file still
+// there), so that comparisons stay exact. Otherwise by file+offset, which
+// must be this server's and still in the binlog (a format-1 checkpoint has
+// no identity: it is taken as this server's, as before).
+func (m *migrator) resumePosition(ctx context.Context, st checkpoint.State) (binlog.Position, string, error) {
+	srv := m.opts.Conn.Server
+	id, err := flavor.Identity(ctx, m.db, srv)
+	if err != nil {
+		return binlog.Position{}, "", fmt.Errorf("--resume: %w", err)
+	}
+	logs, err := binaryLogs(ctx, m.db)
+	if err != nil {
+		return binlog.Position{}, "", fmt.Errorf("--resume: list the binary logs: %w", err)
+	}
+	fileHere := false
+	if st.File != "" && (st.Server == "" || st.Server == id) {
+		for _, f := range logs {
+			if f.name == st.File {
+				fileHere = f.size >= int64(st.Offset)
+			}
+		}
+	}
+	whyNot := "the checkpoint has no GTIDs"
+	if st.GTID != "" {
+		on, err := flavor.GTIDEnabled(ctx, m.db, srv)
+		if err != nil {
+			return binlog.Position{}, "", fmt.Errorf("--resume: %w", err)
+		}
+		whyNot = "the server does not run with gtid_mode=ON"
+		if on {
+			ok, why, err := flavor.GTIDAvailable(ctx, m.db, srv, st.GTID)
+			if err != nil {
+				return binlog.Position{}, "", fmt.Errorf("--resume: check the checkpoint's GTIDs: %w", err)
+			}
+			if ok {
+				p := binlog.Position{GTID: st.GTID}
+				if fileHere {
+					p.File, p.Offset = st.File, st.Offset
+				}
+				return p, id, nil
+			}
+			whyNot = "its GTIDs cannot be streamed from: " + why
+		}
+	}
+	if fileHere {
+		return binlog.Position{File: st.File, Offset: st.Offset}, id, nil
+	}
+	where := "is no longer on the server (purged)"
+	if st.Server != "" && st.Server != id {
+		where = fmt.Sprintf("belongs to another server (%s; this is %s)", st.Server, id)
+	}
+	return binlog.Position{}, "", fmt.Errorf("--resume: the checkpoint's binlog position %s %s, and %s: the changes since it cannot be replayed; run recast cleanup and start over", st.Pos(), where, whyNot)
 }
 
 // definitionDiff describes how got differs from want in what the copy and

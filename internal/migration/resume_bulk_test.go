@@ -48,7 +48,7 @@ func TestResumeAfterBulkUpdates(t *testing.T) {
 		waitLockFree(ctx, t, db, schema, "wl")
 	}
 	o.Resume = true
-	res, err := Run(ctx, o)
+	res, err := runT(ctx, o)
 	if err != nil {
 		t.Fatalf("final resume: %v", err)
 	}

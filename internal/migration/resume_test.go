@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"database/sql"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,7 +55,7 @@ type killable struct {
 	mu     sync.Mutex
 }
 
-func startRecast(t *testing.T, o Options, pauseAt string, extra ...string) *killable {
+func startRecast(t *testing.T, o testOpts, pauseAt string, extra ...string) *killable {
 	t.Helper()
 	args := []string{"migrate", "--host", o.Conn.Host, "--port", strconv.Itoa(o.Conn.Port), "--user", o.Conn.User,
 		"--password", o.Conn.Password, "--database", o.Database, "--table", o.Table, "--alter", o.Alter, "--execute",
@@ -105,6 +107,12 @@ type resumeCase struct {
 	fraction float64 // kill when the ghost holds this share of the rows...
 	pauseAt  string  // ...or at this pause point
 	rows     int
+	// start is how the resumed run must start its stream: "gtid" (the
+	// checkpoint as written: every sandbox flavor has GTIDs), "file" (the
+	// checkpoint's GTIDs removed, as in a format-1 checkpoint), or
+	// "gtid-only" (the checkpoint's file made another server's, as after
+	// a failover or a purge: only its GTIDs can be used).
+	start string
 }
 
 // TestResumeAfterKill: a migration killed with SIGKILL at 30% and 80% of the
@@ -115,6 +123,8 @@ func TestResumeAfterKill(t *testing.T) {
 		{name: "copy-30pct", fraction: 0.3, rows: 20000},
 		{name: "copy-80pct", fraction: 0.8, rows: 20000},
 		{name: "catch-up", pauseAt: "caught-up", rows: 5000},
+		{name: "by-file-offset", fraction: 0.5, rows: 10000, start: "file"},
+		{name: "by-gtid-only", fraction: 0.5, rows: 10000, start: "gtid-only"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -144,7 +154,11 @@ func runKillResume(t *testing.T, c resumeCase) {
 	sh, load := startLoad(ctx, t, db, cfg)
 
 	o := testOptions(t, schema, "wl", "ADD COLUMN note INT NULL")
-	k := startRecast(t, o, c.pauseAt, "--max-chunk-rows", "100", "--threads", "1", "--chunk-time", "20ms")
+	extra := []string{"--max-chunk-rows", "100", "--threads", "1", "--chunk-time", "20ms"}
+	if testutil.Server(t).MySQL() {
+		extra = append(extra, "--experimental-mysql")
+	}
+	k := startRecast(t, o, c.pauseAt, extra...)
 	if c.pauseAt != "" {
 		select {
 		case <-k.paused:
@@ -169,13 +183,68 @@ func runKillResume(t *testing.T, c resumeCase) {
 			}
 		}
 	}
+	checkpointState := func() string {
+		var saved string
+		if err := db.QueryRowContext(ctx, "SELECT state FROM _wl_chk WHERE id = 1").Scan(&saved); err != nil {
+			t.Fatal(err)
+		}
+		return saved
+	}
+	// The stream learns the GTIDs once it has read its binlog file up to
+	// its start; until then checkpoints carry file+offset only. The GTID
+	// cases kill the run once a checkpoint has them.
+	for c.start == "gtid-only" && !strings.Contains(checkpointState(), `"gtid":`) {
+		select {
+		case err := <-k.done:
+			t.Fatalf("recast ended before its checkpoint had GTIDs: %v\n%s", err, k.output())
+		case <-ctx.Done():
+			t.Fatalf("no checkpoint with GTIDs: %s\n%s", checkpointState(), k.output())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 	k.kill(t)
 	time.Sleep(300 * time.Millisecond) // the application goes on meanwhile
 
+	saved := checkpointState()
+	if !strings.Contains(saved, `"server":`) {
+		t.Fatalf("the checkpoint has no server identity: %s", saved)
+	}
+	hasGTID := strings.Contains(saved, `"gtid":`)
+	t.Logf("checkpoint at the kill: %s", saved)
+	// The resumed run logs where its stream starts: file:offset (gtid G).
+	startOK := func(start string) bool {
+		return strings.HasPrefix(start, "binlog.") && strings.Contains(start, " (gtid ") == hasGTID
+	}
+	switch c.start {
+	case "file":
+		testutil.Exec(t, db, `UPDATE _wl_chk SET state = JSON_REMOVE(state, '$.gtid') WHERE id = 1`)
+		startOK = func(start string) bool {
+			return strings.HasPrefix(start, "binlog.") && !strings.Contains(start, "gtid")
+		}
+	case "gtid-only":
+		testutil.Exec(t, db, `UPDATE _wl_chk SET state = JSON_SET(state, '$.file', 'other-bin.000042', '$.server', 'another server') WHERE id = 1`)
+		startOK = func(start string) bool { return strings.HasPrefix(start, ":0 (gtid ") }
+	}
+	var logBuf lockedBuffer
+	o.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(testLogWriter{t}, &logBuf), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	o.Resume = true
-	res, err := Run(ctx, o)
+	res, err := runT(ctx, o)
 	if err != nil {
 		t.Fatalf("resume: %v\nkilled run's log:\n%s", err, k.output())
+	}
+	start := ""
+	for l := range strings.SplitSeq(logBuf.String(), "\n") {
+		if _, after, ok := strings.Cut(l, "the checkpoint matches"); ok {
+			if _, v, ok := strings.Cut(after, ` start="`); ok {
+				start, _, _ = strings.Cut(v, `"`)
+			} else if _, v, ok := strings.Cut(after, ` start=`); ok {
+				start, _, _ = strings.Cut(v, " ")
+			}
+		}
+	}
+	finishedSwap := strings.Contains(logBuf.String(), "the killed run had swapped the tables") // nothing to stream
+	if !finishedSwap && !startOK(start) {
+		t.Errorf("resume (%s): the stream did not start as expected: start=%q", c.name, start)
 	}
 	if c.fraction > 0 && res.CopiedRows >= int64(rows) {
 		t.Errorf("the resumed run copied %d rows of %d: it started over", res.CopiedRows, rows)
@@ -196,6 +265,24 @@ func runKillResume(t *testing.T, c resumeCase) {
 	if got := tableNames(t, db, schema); strings.Join(got, ",") != "_wl_old,wl" {
 		t.Errorf("tables left: %v", got)
 	}
+}
+
+// lockedBuffer is a log destination safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestResumeRefusalKeepsHelpers: a --resume that does not match the
@@ -246,14 +333,14 @@ func TestResumeRefusalKeepsHelpers(t *testing.T) {
 
 	wrong := o
 	wrong.Resume, wrong.Alter = true, "ADD COLUMN note BIGINT NULL"
-	if _, err := Run(ctx, wrong); err == nil || !strings.Contains(err.Error(), "checkpoint") {
+	if _, err := runT(ctx, wrong); err == nil || !strings.Contains(err.Error(), "checkpoint") {
 		t.Fatalf("mistyped --alter with --resume: want a refusal naming the checkpoint, got %v", err)
 	}
 	helpers("after a mistyped --resume")
 
 	dry := wrong
 	dry.Execute = false
-	if _, err := Run(ctx, dry); err == nil {
+	if _, err := runT(ctx, dry); err == nil {
 		t.Fatal("dry run with --resume and another ALTER: want a refusal")
 	}
 	helpers("after a mistyped dry run")
@@ -263,10 +350,16 @@ func TestResumeRefusalKeepsHelpers(t *testing.T) {
 	if err := db.QueryRowContext(ctx, "SELECT state FROM _wl_chk WHERE id = 1").Scan(&saved); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Exec(t, db, `UPDATE _wl_chk SET state = JSON_SET(state, '$.file', 'binlog.999999') WHERE id = 1`)
+	// Its GTIDs are gone too (a GTID the server never logged), or the
+	// resume would start from them.
+	badGTID := "0-1-999999999"
+	if testutil.Server(t).MySQL() {
+		badGTID = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-999999999"
+	}
+	testutil.Exec(t, db, `UPDATE _wl_chk SET state = JSON_SET(state, '$.file', 'binlog.999999', '$.gtid', '`+badGTID+`') WHERE id = 1`)
 	right := o
 	right.Resume = true
-	if _, err := Run(ctx, right); err == nil || !strings.Contains(err.Error(), "no longer on the server") {
+	if _, err := runT(ctx, right); err == nil || !strings.Contains(err.Error(), "no longer on the server") {
 		t.Fatalf("a checkpoint position not in the binlog: want a refusal, got %v", err)
 	}
 	helpers("after a resume from a purged position")
@@ -275,7 +368,7 @@ func TestResumeRefusalKeepsHelpers(t *testing.T) {
 	}
 	// A ghost that is not what the ALTER makes of the table.
 	testutil.Exec(t, db, "ALTER TABLE _wl_new ADD INDEX rc_extra (note)")
-	if _, err := Run(ctx, right); err == nil || !strings.Contains(err.Error(), "not what the ALTER makes") {
+	if _, err := runT(ctx, right); err == nil || !strings.Contains(err.Error(), "not what the ALTER makes") {
 		t.Fatalf("a ghost with another definition: want a refusal, got %v", err)
 	}
 	helpers("after a resume onto a changed ghost")
@@ -283,14 +376,14 @@ func TestResumeRefusalKeepsHelpers(t *testing.T) {
 
 	auto := o
 	auto.Resume, auto.Method = true, "auto"
-	if _, err := Run(ctx, auto); err == nil || !strings.Contains(err.Error(), "INSTANT") {
+	if _, err := runT(ctx, auto); err == nil || !strings.Contains(err.Error(), "INSTANT") {
 		t.Fatalf("INSTANT-able ALTER with a checkpoint: want a refusal naming INSTANT, got %v", err)
 	}
 	helpers("after --method auto")
 
 	good := o
 	good.Resume, good.Execute = true, false
-	res, err := Run(ctx, good)
+	res, err := runT(ctx, good)
 	if err != nil {
 		t.Fatalf("dry run with --resume: %v", err)
 	}
@@ -302,7 +395,7 @@ func TestResumeRefusalKeepsHelpers(t *testing.T) {
 	helpers("after the dry run")
 
 	good.Execute = true
-	if _, err := Run(ctx, good); err != nil {
+	if _, err := runT(ctx, good); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
 	st := load.Stop()

@@ -68,7 +68,8 @@ func TestChecksumRestoresSessions(t *testing.T) {
 	testutil.Exec(t, adm, "INSERT INTO _t_new SELECT id, v FROM t WHERE id > 2500") // 2500 rows to repair
 	const n = 3
 	db := recastPool(t, ctx, schema, n)
-	before := poolSessions(t, ctx, db, n, "@@SESSION.tx_isolation")
+	isolation := "@@SESSION." + testutil.Server(t).IsolationVar()
+	before := poolSessions(t, ctx, db, n, isolation)
 	src, err := table.Load(ctx, db, schema, "t")
 	if err != nil {
 		t.Fatal(err)
@@ -94,10 +95,10 @@ func TestChecksumRestoresSessions(t *testing.T) {
 	if res.Repaired == 0 || res.RepairStatements < 2500/100 {
 		t.Errorf("repair: %d chunk(s) in %d statement(s); want at most 100 rows per statement (≥ 25 statements)", res.Repaired, res.RepairStatements)
 	}
-	after := poolSessions(t, ctx, db, n, "@@SESSION.tx_isolation")
+	after := poolSessions(t, ctx, db, n, isolation)
 	for i := range after {
 		if after[i] != before[0] {
-			t.Errorf("pool connection %d: tx_isolation %s after the checksum, %s before", i, after[i], before[0])
+			t.Errorf("pool connection %d: isolation %s after the checksum, %s before", i, after[i], before[0])
 		}
 	}
 }

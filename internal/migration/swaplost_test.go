@@ -26,7 +26,7 @@ type swapProxy struct {
 	target   string
 	mu       sync.Mutex
 	swap     net.Conn // client side of the swap session
-	mute     bool     // swallow the server's answers to the swap session
+	mute     bool     // swallow the server's answers to the swap session once it sent the marker
 	sawSwap  chan struct{}
 	sawOnce  sync.Once
 	wg       sync.WaitGroup
@@ -158,6 +158,7 @@ func TestCutOverSwapConnectionLostAfterRename(t *testing.T) {
 	host, port, _ := net.SplitHostPort(px.ln.Addr().String())
 	c.Host, c.Schema = host, schema
 	c.Port, _ = strconv.Atoi(port)
+	c.TLS.Mode = dbconn.SSLDisabled // the proxy reads plain statements (MariaDB 11.4+ offers TLS by default)
 	db, err := dbconn.Open(ctx, c)
 	if err != nil {
 		t.Fatal(err)
@@ -173,11 +174,17 @@ func TestCutOverSwapConnectionLostAfterRename(t *testing.T) {
 			if point != "sentry-dropped" {
 				return
 			}
-			// B waits on T; A still holds it. From now on B gets no answer;
-			// once the server shows the swap, B's connection breaks.
-			<-px.sawSwap
+			// A still holds T. From now on B gets no answer to its RENAME
+			// (sent already on MariaDB, where it waits on T; on MySQL once
+			// B's LOCK TABLES is granted after A's UNLOCK); once the server
+			// shows the swap, B's connection breaks.
 			px.muteSwap()
 			go func() {
+				select {
+				case <-px.sawSwap:
+				case <-ctx.Done():
+					return // the cut-over's result says what happened
+				}
 				for ctx.Err() == nil {
 					ok, comment, err := tableExists(adm, schema, "t_rcsentry")
 					if err == nil && ok && comment == "app table" {
@@ -233,7 +240,7 @@ func TestCutOverSwapSessionKilledWhileQueued(t *testing.T) {
 			}
 			killed = true
 			var id int64
-			if err := adm.QueryRow("SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE '%RENAME TABLE%t_rcsentry%' AND STATE = 'Waiting for table metadata lock'").Scan(&id); err != nil {
+			if err := adm.QueryRow("SELECT ID FROM " + testutil.Server(t).Processlist() + " WHERE (INFO LIKE '%RENAME TABLE%t_rcsentry%' OR INFO LIKE '%LOCK TABLES%t_rcnew%') AND STATE = 'Waiting for table metadata lock'").Scan(&id); err != nil {
 				t.Errorf("find the swap session: %v", err)
 				return
 			}

@@ -52,13 +52,13 @@ type running struct {
 	err  error
 }
 
-func startControlled(t *testing.T, ctl *Control, o Options) *running {
+func startControlled(t *testing.T, ctl *Control, o testOpts) *running {
 	t.Helper()
 	r := &running{ctl: ctl, done: make(chan struct{})}
 	ctx := ctxFor(t, 3*time.Minute)
 	go func() {
 		defer close(r.done)
-		r.res, r.err = ctl.Run(ctx, o)
+		r.res, r.err = ctl.Run(ctx, o.Options, o.Runtime)
 	}()
 	t.Cleanup(func() {
 		select {
@@ -105,7 +105,7 @@ func until(t *testing.T, r *running, d time.Duration, what string, cond func(sta
 
 // slowCopy makes the copy take a while: chunks of 5 rows, one thread (a
 // few thousand rows a second at most).
-func slowCopy(o *Options) {
+func slowCopy(o *testOpts) {
 	o.Threads, o.MaxChunkRows, o.ChunkTime = 1, 5, 5*time.Millisecond
 }
 
@@ -129,7 +129,7 @@ func TestThrottleReplicaLag(t *testing.T) {
 	thrTable(t, db, "t", 20000)
 	testutil.WaitReplicaCaughtUp(t, 0)
 	rdb := testutil.ReplicaDB(t, 0, "")
-	t.Cleanup(func() { rdb.Exec("START SLAVE SQL_THREAD") })
+	t.Cleanup(func() { rdb.Exec("START REPLICA SQL_THREAD") })
 
 	o := testOptions(t, schema, "t", "ADD COLUMN c INT")
 	slowCopy(&o)
@@ -162,7 +162,7 @@ func TestThrottleReplicaLag(t *testing.T) {
 	}()
 	defer func() { stopWrites(); wg.Wait() }()
 
-	if _, err := rdb.Exec("STOP SLAVE SQL_THREAD"); err != nil {
+	if _, err := rdb.Exec("STOP REPLICA SQL_THREAD"); err != nil {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
@@ -170,7 +170,7 @@ func TestThrottleReplicaLag(t *testing.T) {
 		return s.Throttle.Throttled && strings.Contains(s.Throttle.Reason, "replica lag")
 	})
 	latency := time.Since(stopped)
-	t.Logf("paused %s after STOP SLAVE SQL_THREAD (max-lag %s): %s", latency.Round(time.Millisecond), o.MaxLag, st.Throttle.Reason)
+	t.Logf("paused %s after STOP REPLICA SQL_THREAD (max-lag %s): %s", latency.Round(time.Millisecond), o.MaxLag, st.Throttle.Reason)
 	if latency > 2*time.Second {
 		t.Errorf("the copy paused %s after the replica stopped, want within 2s", latency)
 	}
@@ -198,7 +198,7 @@ func TestThrottleReplicaLag(t *testing.T) {
 	stopWrites()
 	wg.Wait()
 
-	if _, err := rdb.Exec("START SLAVE SQL_THREAD"); err != nil {
+	if _, err := rdb.Exec("START REPLICA SQL_THREAD"); err != nil {
 		t.Fatal(err)
 	}
 	until(t, r, 30*time.Second, "the throttle lifted", func(s status.Snapshot) bool {
@@ -248,7 +248,7 @@ func TestThrottleMaxLoad(t *testing.T) {
 		go func() { defer wg.Done(); loadDB.Exec(tag + "SELECT SLEEP(30)") }()
 	}
 	kill := func() {
-		ids, err := queryIDs(db, "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE ?", tag+"%")
+		ids, err := queryIDs(db, "SELECT ID FROM "+testutil.Server(t).Processlist()+" WHERE INFO LIKE ?", tag+"%")
 		if err != nil {
 			t.Error(err)
 			return
@@ -294,7 +294,7 @@ func TestThrottleUnknownLoadVariable(t *testing.T) {
 	thrTable(t, db, "t", 100)
 	o := testOptions(t, schema, "t", "ADD COLUMN c INT")
 	o.MaxLoad, _ = throttle.ParseThresholds("Threads_runing=10")
-	_, err := Run(ctxFor(t, time.Minute), o)
+	_, err := runT(ctxFor(t, time.Minute), o)
 	if err == nil || !strings.Contains(err.Error(), "Threads_runing is not a numeric status variable") {
 		t.Fatalf("want the variable refused, got %v", err)
 	}
@@ -305,7 +305,7 @@ func TestThrottleUnknownLoadVariable(t *testing.T) {
 
 // assertAborted checks an aborted migration: the error, the status, the
 // original table untouched, no helper table left, nothing for cleanup.
-func assertAborted(t *testing.T, r *running, db *sql.DB, o Options, before string, reason string) {
+func assertAborted(t *testing.T, r *running, db *sql.DB, o testOpts, before string, reason string) {
 	t.Helper()
 	err := r.wait(t, time.Minute)
 	if !errors.Is(err, ErrAborted) || !strings.Contains(err.Error(), reason) {
@@ -454,6 +454,10 @@ func TestLiveControl(t *testing.T) {
 	}
 	post("resume")
 	until(t, r, 30*time.Second, "chunks copied", func(s status.Snapshot) bool { return s.Copy.Chunks >= 4 })
+	// The copy lock mode and the lock-free copy's deferral (copy_lock.go).
+	if s := get(); s.Copy.Lock != "lock-free" || s.Copy.LockReason == "" || s.Copy.Deferral == nil {
+		t.Fatalf("copy lock %q (%q), deferral %+v: want the lock-free copy with its deferral stats", s.Copy.Lock, s.Copy.LockReason, s.Copy.Deferral)
+	}
 
 	// threads=1: after the chunks in flight, at most one at a time.
 	post("set", "threads", "1")
@@ -578,6 +582,15 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	if !strings.Contains(progress, `class="band"`) {
 		t.Error("the copy progress chart shows no throttled period")
+	}
+	// The copy rate has its own chart (its own axis), not the apply chart's.
+	copyRate := regexp.MustCompile(`(?s)<svg id="chart-copy".*?</svg>`).FindString(dom)
+	if !regexp.MustCompile(`<path class="line" d="M[\d.]+ [\d.]+(L[\d.]+ [\d.]+)+"`).MatchString(copyRate) {
+		t.Errorf("the copy rate chart has no line; chart:\n%.2000s", copyRate)
+	}
+	rates := regexp.MustCompile(`(?s)<svg id="chart-rates".*?</svg>`).FindString(dom)
+	if n := strings.Count(rates, `<path class="line"`); n != 2 {
+		t.Errorf("the apply chart draws %d lines, want 2 (applied, incoming); chart:\n%.2000s", n, rates)
 	}
 	if !strings.Contains(dom, "throttle flag file") {
 		t.Error("the page does not show the throttle reason")

@@ -75,6 +75,9 @@ type Config struct {
 	// MariaDB). Others are fetched into FlavorCache when missing.
 	Flavor string
 	Logger *slog.Logger
+	// ServerArgs are extra server options for every instance (e.g.
+	// --ssl-cert=..., --ssl-key=..., --ssl-ca=... for a TLS test).
+	ServerArgs []string
 }
 
 // Instance is one mariadbd process of a sandbox.
@@ -230,7 +233,7 @@ func Up(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 	// 2. start every mariadbd and wait until each answers.
 	exited := make([]<-chan error, cfg.Replicas+1)
 	if err := forEach(sb.Instances(), func(i int, inst Instance) error {
-		pid, done, err := startServer(bins, inst, i > 0, cfg.Fast)
+		pid, done, err := startServer(bins, inst, i > 0, cfg.Fast, cfg.ServerArgs)
 		if err != nil {
 			return fmt.Errorf("sandbox: start %s: %w", inst.Name, err)
 		}
@@ -358,6 +361,9 @@ type ReplicationStatus struct {
 	LastIOError         string
 	LastSQLError        string
 	GTIDIOPos           string // Gtid_IO_Pos
+	// ByGTID says the replica positions itself by GTID: MariaDB's
+	// Using_Gtid (Slave_Pos or Current_Pos), MySQL's Auto_Position = 1.
+	ByGTID bool
 }
 
 // Err summarises a problem, or returns nil if the instance is healthy.
@@ -581,7 +587,12 @@ func serverArgs(bins binaries, inst Instance, replica, fast bool) []string {
 		// No X plugin (it would want port 33060), no secure-file-priv dir.
 		args = append(args, "--gtid-mode=ON", "--enforce-gtid-consistency=ON", "--mysqlx=OFF", "--secure-file-priv=")
 	case replica:
-		args = append(args, "--log-slave-updates")
+		// gtid_strict_mode: sequence numbers only grow within a domain, on
+		// the primary and the replicas (what recast's GTID positions and
+		// the replicas' MASTER_USE_GTID=slave_pos rely on).
+		args = append(args, "--log-slave-updates", "--gtid-strict-mode=ON")
+	default:
+		args = append(args, "--gtid-strict-mode=ON")
 	}
 	if fast {
 		args = append(args,
@@ -602,9 +613,9 @@ func serverArgs(bins binaries, inst Instance, replica, fast bool) []string {
 // startServer starts mariadbd detached (own process group, stdio on
 // /dev/null). done receives the exit once the process ends; a goroutine
 // reaps it for as long as this process lives.
-func startServer(bins binaries, inst Instance, replica, fast bool) (pid int, done <-chan error, err error) {
+func startServer(bins binaries, inst Instance, replica, fast bool, extra []string) (pid int, done <-chan error, err error) {
 	//nolint:noctx // the server outlives every context of this process: it is detached and stopped by pid
-	cmd := exec.Command(bins.server, serverArgs(bins, inst, replica, fast)...)
+	cmd := exec.Command(bins.server, append(serverArgs(bins, inst, replica, fast), extra...)...)
 	cmd.Dir = filepath.Dir(inst.DataDir)
 	cmd.SysProcAttr = detachedAttr()
 	if err := cmd.Start(); err != nil {
@@ -780,6 +791,7 @@ func replicationStatus(ctx context.Context, db *sql.DB) (*ReplicationStatus, err
 		LastIOError:  m["Last_IO_Error"].String,
 		LastSQLError: m["Last_SQL_Error"].String,
 		GTIDIOPos:    m["Gtid_IO_Pos"].String,
+		ByGTID:       m["Auto_Position"].String == "1" || strings.HasSuffix(strings.ToLower(m["Using_Gtid"].String), "_pos"),
 	}
 	if v := m["Seconds_Behind_Master"]; v.Valid {
 		if n, err := strconv.ParseInt(v.String, 10, 64); err == nil {

@@ -128,6 +128,23 @@ func TestUpReplicateStatusDown(t *testing.T) {
 	if err := replica.QueryRowContext(ctx, srv.WaitGTIDQuery(), pos, 30).Scan(&res); err != nil || res != 0 {
 		t.Fatalf("%s(%q): %d %v", srv.WaitGTIDQuery(), pos, res, err)
 	}
+	// The replica replicates by GTID (MariaDB MASTER_USE_GTID=slave_pos,
+	// MySQL SOURCE_AUTO_POSITION=1 with gtid_mode=ON).
+	for _, is := range sb.Check(ctx) {
+		if is.Replica && (is.Replication == nil || !is.Replication.ByGTID) {
+			t.Errorf("%s does not replicate by GTID: %+v", is.Instance.Name, is.Replication)
+		}
+	}
+	gtidVar, want := "gtid_strict_mode", "1"
+	if srv.MySQL() {
+		gtidVar, want = "gtid_mode", "ON"
+	}
+	for name, db := range map[string]*sql.DB{"primary": primary, "replica": replica} {
+		var v string
+		if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL."+gtidVar).Scan(&v); err != nil || v != want {
+			t.Errorf("%s: %s = %q (%v), want %s", name, gtidVar, v, err, want)
+		}
+	}
 	var n int
 	var concat string
 	if err := replica.QueryRowContext(ctx, "SELECT COUNT(*), GROUP_CONCAT(v ORDER BY id) FROM sbtest.t").Scan(&n, &concat); err != nil {

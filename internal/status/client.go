@@ -15,6 +15,14 @@ import (
 type Client struct {
 	Base string // http://127.0.0.1:PORT
 	HTTP *http.Client
+	// Token, when set, is sent as "Authorization: Bearer <Token>".
+	Token string
+}
+
+func (c *Client) auth(req *http.Request) {
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
 }
 
 // NewClient returns a client for addr: host:port or a URL.
@@ -33,6 +41,7 @@ func (c *Client) Status(ctx context.Context) (Snapshot, error) {
 	if err != nil {
 		return s, err
 	}
+	c.auth(req)
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return s, fmt.Errorf("no migration answers at %s: %w", c.Base, err)
@@ -59,6 +68,7 @@ func (c *Client) Post(ctx context.Context, path string, values url.Values) (stri
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set(Header, "ctl")
+	c.auth(req)
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("no migration answers at %s: %w", c.Base, err)

@@ -45,6 +45,9 @@ var (
 	dThrottled     = desc("throttled", "1 while the copy is throttled.")
 	dThrottledSecs = desc("throttled_seconds_total", "Time spent throttled.")
 	dPaused        = desc("paused", "1 while paused by the operator.")
+	dDuty          = desc("copy_duty", "Share of a copy thread's time spent in chunks (--max-latency-ratio paces it; 1 when not paced).")
+	dProbe         = desc("probe_latency_seconds", "The pacing probe's latency (p90 over the last second; --max-latency-ratio).")
+	dProbeBase     = desc("probe_baseline_seconds", "The pacing probe's latency before the copy (p90; --max-latency-ratio).")
 	dDelay         = desc("applier_delay_seconds", "Wait between applier windows (replicas cannot keep up).")
 	dETA           = desc("eta_seconds", "Estimated time left (absent when there is no honest estimate).")
 	dThreads       = desc("copy_threads", "Copy threads setting.")
@@ -52,12 +55,18 @@ var (
 	dMaxChunkRows  = desc("max_chunk_rows", "Chunk size cap setting.")
 	dMaxLag        = desc("max_lag_seconds", "Replica lag limit setting (0: lag ignored).")
 	dBlockers      = desc("mdl_blockers", "Sessions blocking the cut-over's metadata lock.")
+	dCopyLock      = desc("copy_lock_mode", "1 for the copy's lock mode (lock-free or share), with the reason.", "mode", "reason")
+	dDeferHeld     = desc("deferral_held_events", "Binlog events held until the chunk copying their range is written (lock-free copy).")
+	dDeferMaxHeld  = desc("deferral_max_held_events", "Most binlog events held at once (lock-free copy).")
+	dDeferOpen     = desc("deferral_ranges_open", "Chunk ranges registered and not closed (lock-free copy).")
+	dDeferTotal    = desc("deferral_held_events_total", "Binlog events held so far (lock-free copy).")
 )
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dInfo, dPhase, dElapsed, dCopied, dEstimated, dProgress, dCopyRate, dChunkSize, dInFlight,
 		dReceived, dApplied, dWritten, dInRate, dApplyRate, dBacklogEvents, dBacklogBytes, dDraining, dLag, dLagReadable,
-		dThrottled, dThrottledSecs, dPaused, dDelay, dETA, dThreads, dChunkTime, dMaxChunkRows, dMaxLag, dBlockers} {
+		dThrottled, dThrottledSecs, dPaused, dDuty, dProbe, dProbeBase, dDelay, dETA, dThreads, dChunkTime, dMaxChunkRows, dMaxLag, dBlockers,
+		dCopyLock, dDeferHeld, dDeferMaxHeld, dDeferOpen, dDeferTotal} {
 		ch <- d
 	}
 }
@@ -100,6 +109,13 @@ func (k collector) Collect(ch chan<- prometheus.Metric) {
 	g(dThrottled, b2f(s.Throttle.Throttled))
 	cnt(dThrottledSecs, s.Throttle.ThrottledSeconds)
 	g(dPaused, b2f(s.Throttle.Paused))
+	if s.Pace != nil {
+		g(dDuty, s.Pace.Duty)
+		g(dProbe, s.Pace.CurrentSeconds)
+		g(dProbeBase, s.Pace.BaselineSeconds)
+	} else {
+		g(dDuty, 1)
+	}
 	g(dDelay, s.Apply.ApplierDelaySeconds)
 	if s.ETA.Seconds != nil {
 		g(dETA, *s.ETA.Seconds)
@@ -109,6 +125,15 @@ func (k collector) Collect(ch chan<- prometheus.Metric) {
 	g(dMaxChunkRows, float64(s.Settings.MaxChunkRows))
 	g(dMaxLag, durSeconds(s.Settings.MaxLag))
 	g(dBlockers, float64(len(s.MDLBlockers)))
+	if s.Copy.Lock != "" {
+		g(dCopyLock, 1, s.Copy.Lock, s.Copy.LockReason)
+	}
+	if d := s.Copy.Deferral; d != nil {
+		g(dDeferHeld, float64(d.HeldNow))
+		g(dDeferMaxHeld, float64(d.MaxHeld))
+		g(dDeferOpen, float64(d.RangesOpen))
+		cnt(dDeferTotal, float64(d.Held))
+	}
 }
 
 func b2f(b bool) float64 {

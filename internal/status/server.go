@@ -1,6 +1,7 @@
 package status
 
 import (
+	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -24,7 +25,7 @@ var page []byte
 // operator's browser.
 const Header = "X-Recast"
 
-// Handler serves the endpoints (see README "Throttling and control"):
+// Handler serves the endpoints (see docs/control.md):
 //
 //	GET  /           the status page
 //	GET  /status     Snapshot as JSON
@@ -32,7 +33,9 @@ const Header = "X-Recast"
 //	GET  /metrics    Prometheus text format
 //	POST /pause, /resume, /cutover (alias /unpostpone), /abort[?reason=...]
 //	POST /set        form or query values key=value (SettableKeys)
-func Handler(c Controller, log *slog.Logger) http.Handler {
+func Handler(c Controller, log *slog.Logger) http.Handler { return localOnly(handler(c, log)) }
+
+func handler(c Controller, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -49,6 +52,10 @@ func Handler(c Controller, log *slog.Logger) http.Handler {
 		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get(Header) == "" {
 				writeJSON(w, http.StatusForbidden, reply{Error: "missing the " + Header + " header (recast ctl sends it)"})
+				return
+			}
+			if err := interactiveHook(r.Context(), c, strings.TrimPrefix(path, "/")+formText(r)); err != nil {
+				writeJSON(w, http.StatusBadRequest, reply{Error: err.Error()})
 				return
 			}
 			msg, err := f(r)
@@ -96,7 +103,7 @@ func Handler(c Controller, log *slog.Logger) http.Handler {
 		}
 		return "set " + strings.Join(done, ", "), nil
 	})
-	return localOnly(mux)
+	return mux
 }
 
 type reply struct {
@@ -143,13 +150,17 @@ func Listen(addr string, c Controller, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--http %s: %w", addr, err)
 	}
-	s := &Server{ln: ln, srv: &http.Server{Handler: Handler(c, log), ReadHeaderTimeout: 10 * time.Second}}
+	return serveOn(ln, Handler(c, log), log), nil
+}
+
+func serveOn(ln net.Listener, h http.Handler, log *slog.Logger) *Server {
+	s := &Server{ln: ln, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && log != nil {
 			log.Warn("status endpoint stopped", "err", err)
 		}
 	}()
-	return s, nil
+	return s
 }
 
 // Addr is the address it listens on.
@@ -157,3 +168,36 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Close stops it.
 func (s *Server) Close() error { return s.srv.Close() }
+
+// hooked is implemented by a Controller that runs the user's
+// on-interactive-command hooks (package migration's Control, --hooks-path).
+type hooked interface {
+	InteractiveCommand(ctx context.Context, command string) error
+}
+
+// interactiveHook runs the on-interactive-command hooks for a command
+// received on the HTTP endpoint or the socket; a failing hook refuses the
+// command, as in gh-ost.
+func interactiveHook(ctx context.Context, c Controller, command string) error {
+	if h, ok := c.(hooked); ok {
+		return h.InteractiveCommand(ctx, command)
+	}
+	return nil
+}
+
+// formText is a POST's form as " k=v k=v" (sorted), for the hooks.
+func formText(r *http.Request) string {
+	if err := r.ParseForm(); err != nil || len(r.PostForm) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(r.PostForm))
+	for k := range r.PostForm {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(" " + k + "=" + r.PostForm.Get(k))
+	}
+	return b.String()
+}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,14 +19,17 @@ import (
 // SocketHelp lists the commands the unix socket accepts: gh-ost's words,
 // and recast's settings by their own names.
 const SocketHelp = `# recast accepts gh-ost's interactive commands, one per line:
-status, sup          # status (sup: one line)
+status, info, sup    # status (sup: one line)
+coordinates          # the binlog position applied to the new table (file:offset)
 throttle             # pause the row copy (same as POST /pause)
-no-throttle          # end the pause (POST /resume)
+no-throttle, unthrottle  # end the pause (POST /resume)
 chunk-size=N         # cap chunks at N rows (recast sizes chunks by --chunk-time; this sets --max-chunk-rows)
 max-lag-millis=N     # --max-lag in milliseconds
 max-load=VAR=N[,..]  # --max-load
 critical-load=...    # --critical-load
-unpostpone           # cut over now instead of waiting for the postpone flag file (POST /cutover)
+throttle-query=SQL   # --throttle-query from now on (empty: none)
+max-latency-ratio=R  # --max-latency-ratio (0: stop pacing; only in a run started with it)
+unpostpone, no-postpone  # cut over now instead of waiting for the postpone flag file (POST /cutover)
 panic                # abort the migration (POST /abort)
 threads=N, chunk-time=D, max-chunk-rows=N, max-lag=D   # recast's own names (POST /set)
 KEY=?                # print the current value of a setting
@@ -60,7 +64,7 @@ func ListenSocket(path string, c Controller, log *slog.Logger) (*SocketServer, e
 		}
 		os.Remove(path)
 	}
-	ln, err := net.Listen("unix", path)
+	ln, err := listenPrivate(path)
 	if err != nil {
 		return nil, fmt.Errorf("--serve-socket-file %s: %w", path, err)
 	}
@@ -68,6 +72,33 @@ func ListenSocket(path string, c Controller, log *slog.Logger) (*SocketServer, e
 	s.wg.Add(1)
 	go s.serve()
 	return s, nil
+}
+
+// listenPrivate listens on the unix socket path with mode 0600 from the
+// start: the socket is bound in a new directory of mode 0700 next to path,
+// given mode 0600, then renamed to path (no moment where another user may
+// connect).
+func listenPrivate(path string) (net.Listener, error) {
+	dir, err := os.MkdirTemp(filepath.Dir(path), ".recast-sock-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	tmp := filepath.Join(dir, "s")
+	ln, err := net.Listen("unix", tmp)
+	if err != nil {
+		return nil, err
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false) // Close removes path itself
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	return ln, nil
 }
 
 func (s *SocketServer) serve() {
@@ -122,6 +153,13 @@ func Command(c Controller, line string) string {
 	arg = strings.TrimSpace(arg)
 	fail := func(err error) string { return "ERROR: " + oneLine(err.Error()) + "\n" }
 	ok := func(msg string) string { return msg + "\n" }
+	if cmd != "help" && !(hasArg && arg == "?") {
+		// The socket has no request context; the hooks are time-limited
+		// by --hooks-timeout.
+		if err := interactiveHook(context.Background(), c, strings.TrimSpace(line)); err != nil {
+			return fail(err)
+		}
+	}
 	if hasArg && arg == "?" {
 		v, err := current(c.Status().Settings, cmd)
 		if err != nil {
@@ -132,8 +170,13 @@ func Command(c Controller, line string) string {
 	switch {
 	case cmd == "help":
 		return SocketHelp
-	case cmd == "status" && !hasArg:
+	case (cmd == "status" || cmd == "info") && !hasArg:
 		return c.Status().Text()
+	case cmd == "coordinates" && !hasArg:
+		if p := c.Status().Apply.AppliedPosition; p != "" {
+			return ok(p)
+		}
+		return fail(errors.New("no binlog position applied yet (the applier starts with the copy)"))
 	case cmd == "sup" && !hasArg:
 		s := c.Status()
 		line := fmt.Sprintf("phase %s; copy %.1f%% (%d/~%d rows); backlog %d events; ETA %s", s.Phase, s.Copy.Percent, s.Copy.RowsCopied, s.Copy.RowsEstimated, s.Apply.BacklogEvents, s.ETA.Text)
@@ -146,12 +189,12 @@ func Command(c Controller, line string) string {
 			return fail(err)
 		}
 		return ok("throttled (paused by operator)")
-	case (cmd == "no-throttle" || cmd == "resume") && !hasArg:
+	case (cmd == "no-throttle" || cmd == "unthrottle" || cmd == "resume") && !hasArg:
 		if err := c.Resume(); err != nil {
 			return fail(err)
 		}
 		return ok("no longer paused by operator")
-	case (cmd == "unpostpone" || cmd == "cutover" || cmd == "cut-over") && !hasArg:
+	case (cmd == "unpostpone" || cmd == "no-postpone" || cmd == "cutover" || cmd == "cut-over") && !hasArg:
 		if err := c.Unpostpone(); err != nil {
 			return fail(err)
 		}
@@ -199,6 +242,10 @@ func current(st Settings, key string) (string, error) {
 		return strconv.Itoa(st.Threads), nil
 	case "chunk-time":
 		return st.ChunkTime, nil
+	case "throttle-query":
+		return st.ThrottleQuery, nil
+	case "max-latency-ratio":
+		return strconv.FormatFloat(st.MaxLatencyRatio, 'g', -1, 64), nil
 	}
 	return "", fmt.Errorf("unknown setting %q", key)
 }

@@ -44,7 +44,7 @@ type Controller interface {
 }
 
 // SettableKeys are the keys Set accepts.
-var SettableKeys = []string{"threads", "chunk-time", "max-chunk-rows", "max-lag", "max-load", "critical-load"}
+var SettableKeys = []string{"threads", "chunk-time", "max-chunk-rows", "max-lag", "max-load", "critical-load", "throttle-query", "max-latency-ratio"}
 
 // Snapshot is GET /status.
 type Snapshot struct {
@@ -58,6 +58,7 @@ type Snapshot struct {
 	Apply          Apply      `json:"apply"`
 	Replicas       []Replica  `json:"replicas"`
 	Throttle       Throttle   `json:"throttle"`
+	Pace           *Pace      `json:"pace,omitempty"` // --max-latency-ratio
 	Settings       Settings   `json:"settings"`
 	ETA            ETA        `json:"eta"`
 	Postponed      bool       `json:"cutover_postponed"`
@@ -76,6 +77,22 @@ type Copy struct {
 	ChunkSize     int64   `json:"chunk_size"` // rows, adjusted to chunk_time
 	InFlight      int64   `json:"chunks_in_flight"`
 	Done          bool    `json:"done"`
+	// Lock is how chunks read the source: "lock-free" or "share" (LOCK IN
+	// SHARE MODE); LockReason why (a fallback names its cause).
+	Lock       string    `json:"lock,omitempty"`
+	LockReason string    `json:"lock_reason,omitempty"`
+	Deferral   *Deferral `json:"deferral,omitempty"` // lock-free copy only
+}
+
+// Deferral is the lock-free copy's holding of changes to ranges being
+// copied (pipeline.Deferrer).
+type Deferral struct {
+	HeldNow    int   `json:"held_events"`     // events held now
+	MaxHeld    int   `json:"max_held_events"` // most held at once
+	RangesOpen int   `json:"ranges_open"`     // chunk ranges registered and not closed
+	Held       int64 `json:"held_total"`      // events held so far
+	Released   int64 `json:"released_total"`  // held events handed to the applier
+	Ranges     int64 `json:"ranges_total"`    // ranges whose watermark the stream read while open
 }
 
 // Apply is the binlog applier against the incoming changes.
@@ -93,6 +110,9 @@ type Apply struct {
 	// Backlog is "caught up", "draining" or "not draining".
 	Backlog             string  `json:"backlog"`
 	ApplierDelaySeconds float64 `json:"applier_delay_seconds"`
+	// AppliedPosition is the binlog position applied to the ghost table
+	// (file:offset), gh-ost's "coordinates".
+	AppliedPosition string `json:"applied_position,omitempty"`
 }
 
 // Replica is one replica's lag.
@@ -113,18 +133,28 @@ type Throttle struct {
 	CriticalSince    *time.Time `json:"critical_load_since,omitempty"`
 }
 
+// Pace is the copy's pacing (--max-latency-ratio, throttle.Pacer).
+type Pace struct {
+	Duty            float64 `json:"duty"` // share of a copy thread's time spent in chunks
+	Ratio           float64 `json:"max_latency_ratio"`
+	BaselineSeconds float64 `json:"probe_baseline_seconds"` // probe p90 before the copy
+	CurrentSeconds  float64 `json:"probe_current_seconds"`  // probe p90 at the last decision
+}
+
 // Settings are the values Set changes.
 type Settings struct {
-	Threads           int    `json:"threads"`
-	ChunkTime         string `json:"chunk_time"`
-	MaxChunkRows      int    `json:"max_chunk_rows"`
-	MaxLag            string `json:"max_lag"`
-	MaxLoad           string `json:"max_load"`
-	CriticalLoad      string `json:"critical_load"`
-	CriticalLoadGrace string `json:"critical_load_grace"`
-	ThrottleFlagFile  string `json:"throttle_flag_file,omitempty"`
-	PanicFlagFile     string `json:"panic_flag_file,omitempty"`
-	PostponeFlagFile  string `json:"postpone_flag_file,omitempty"`
+	Threads           int     `json:"threads"`
+	ChunkTime         string  `json:"chunk_time"`
+	MaxChunkRows      int     `json:"max_chunk_rows"`
+	MaxLag            string  `json:"max_lag"`
+	MaxLatencyRatio   float64 `json:"max_latency_ratio"`
+	MaxLoad           string  `json:"max_load"`
+	CriticalLoad      string  `json:"critical_load"`
+	CriticalLoadGrace string  `json:"critical_load_grace"`
+	ThrottleFlagFile  string  `json:"throttle_flag_file,omitempty"`
+	PanicFlagFile     string  `json:"panic_flag_file,omitempty"`
+	PostponeFlagFile  string  `json:"postpone_flag_file,omitempty"`
+	ThrottleQuery     string  `json:"throttle_query,omitempty"`
 }
 
 // ETA is the estimated time left.
@@ -173,6 +203,13 @@ func (s Snapshot) Text() string {
 	c := s.Copy
 	fmt.Fprintf(&b, "copy:      %.1f%% (%d/~%d rows), %.0f rows/s, chunk %d rows, %d chunk(s) in flight\n",
 		c.Percent, c.RowsCopied, c.RowsEstimated, c.RowsPerSecond, c.ChunkSize, c.InFlight)
+	if c.Lock != "" {
+		fmt.Fprintf(&b, "copy lock: %s (%s)", c.Lock, c.LockReason)
+		if d := c.Deferral; d != nil {
+			fmt.Fprintf(&b, "; %d event(s) held (max %d), %d range(s) open", d.HeldNow, d.MaxHeld, d.RangesOpen)
+		}
+		b.WriteString("\n")
+	}
 	a := s.Apply
 	fmt.Fprintf(&b, "apply:     %.0f events/s vs incoming %.0f events/s; backlog %d events, %s (%s)\n",
 		a.AppliedPerSecond, a.IncomingPerSecond, a.BacklogEvents, Bytes(a.BacklogBytes), a.Backlog)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -46,7 +47,7 @@ func (f *fake) Status() Snapshot {
 	eta := 42.0
 	return Snapshot{Table: "`d`.`t`", Alter: "ADD COLUMN c INT", Phase: f.phase, Settings: f.settings,
 		Copy:     Copy{RowsCopied: 500, RowsEstimated: 1000, Percent: 50, RowsPerSecond: 100, ChunkSize: 100},
-		Apply:    Apply{IncomingPerSecond: 10, AppliedPerSecond: 12, BacklogEvents: 3, BacklogBytes: 2048, Backlog: "draining"},
+		Apply:    Apply{IncomingPerSecond: 10, AppliedPerSecond: 12, BacklogEvents: 3, BacklogBytes: 2048, Backlog: "draining", AppliedPosition: "mysql-bin.000007:4242"},
 		Replicas: []Replica{{Name: "r1:3306", LagSeconds: &lag}, {Name: "r2:3306", Error: "Access denied", Lagging: true}},
 		Throttle: Throttle{Throttled: true, Reason: "replica lag: r2:3306 unreadable (Access denied)"},
 		ETA:      ETA{Seconds: &eta, Text: "copy 42s"},
@@ -241,6 +242,10 @@ func TestSocketCommands(t *testing.T) {
 		{"sup", "phase copy; copy 50.0%", ""},
 		{"throttle", "throttled", "pause"},
 		{"no-throttle", "no longer paused", "resume"},
+		{"unthrottle", "no longer paused", "resume"},
+		{"info", "phase:     copy", ""},
+		{"coordinates", "mysql-bin.000007:4242\n", ""},
+		{"no-postpone", "cut-over no longer postponed", "unpostpone"},
 		{"chunk-size=250", "chunk-size=250 set", "set max-chunk-rows=250"},
 		{"chunk-size=?", "250", ""},
 		{"max-lag-millis=1500", "max-lag-millis=1500 set", "set max-lag=1.5s"},
@@ -266,6 +271,13 @@ func TestSocketCommands(t *testing.T) {
 			t.Errorf("%s: called %q, want %q", c.cmd, after, c.call)
 		}
 	}
+	// Only the owner may connect: mode 0600.
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 || fi.Mode()&os.ModeSocket == 0 {
+		t.Errorf("socket file: %v, %v; want a socket of mode 0600", fi.Mode(), err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".recast-sock-*")); len(left) > 0 {
+		t.Errorf("temporary directories left: %v", left)
+	}
 	// Several commands on one connection.
 	if got := send("throttle\nno-throttle\n"); strings.Count(got, "\n") != 2 {
 		t.Errorf("two commands: %q", got)
@@ -289,5 +301,58 @@ func TestText(t *testing.T) {
 		if !strings.Contains(txt, want) {
 			t.Errorf("text lacks %q:\n%s", want, txt)
 		}
+	}
+}
+
+// lockFake adds the copy lock mode and the deferral stats to fake's status.
+type lockFake struct{ *fake }
+
+func (f lockFake) Status() Snapshot {
+	s := f.fake.Status()
+	s.Copy.Lock, s.Copy.LockReason = "lock-free", "the server makes commits visible in binlog order"
+	s.Copy.Deferral = &Deferral{HeldNow: 3, MaxHeld: 17, RangesOpen: 2, Held: 40, Released: 37, Ranges: 9}
+	return s
+}
+
+func TestCopyLockStatus(t *testing.T) {
+	c := lockFake{newFake()}
+	txt := c.Status().Text()
+	if want := "copy lock: lock-free (the server makes commits visible in binlog order); 3 event(s) held (max 17), 2 range(s) open"; !strings.Contains(txt, want) {
+		t.Errorf("text lacks %q:\n%s", want, txt)
+	}
+	if txt := newFake().Status().Text(); strings.Contains(txt, "copy lock") {
+		t.Errorf("no lock mode known, yet a copy lock line:\n%s", txt)
+	}
+	s := serve(t, c)
+	code, body := get(t, "http://"+s.Addr()+"/status")
+	if code != http.StatusOK {
+		t.Fatalf("GET /status: %d %s", code, body)
+	}
+	var got struct {
+		Copy struct {
+			Lock     string         `json:"lock"`
+			Reason   string         `json:"lock_reason"`
+			Deferral map[string]int `json:"deferral"`
+		} `json:"copy"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatal(err)
+	}
+	d := got.Copy.Deferral
+	if got.Copy.Lock != "lock-free" || got.Copy.Reason == "" || d["held_events"] != 3 || d["max_held_events"] != 17 || d["ranges_open"] != 2 || d["held_total"] != 40 {
+		t.Errorf("status JSON: %+v\n%s", got.Copy, body)
+	}
+	code, body = get(t, "http://"+s.Addr()+"/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d", code)
+	}
+	for _, want := range []string{`recast_copy_lock_mode{mode="lock-free",reason="the server makes commits visible in binlog order"} 1`,
+		"recast_deferral_held_events 3", "recast_deferral_max_held_events 17", "recast_deferral_ranges_open 2", "recast_deferral_held_events_total 40"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if _, body := get(t, "http://"+serve(t, newFake()).Addr()+"/metrics"); strings.Contains(body, "recast_deferral_held_events ") {
+		t.Error("deferral metrics without a lock-free copy")
 	}
 }

@@ -40,6 +40,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,8 +84,10 @@ func Main(m *testing.M, replicas int) int {
 		return m.Run()
 	}
 	level := slog.LevelWarn
-	if os.Getenv("RECAST_TEST_LOG") == "1" {
+	if v := os.Getenv("RECAST_TEST_LOG"); v == "1" {
 		level = slog.LevelInfo
+	} else if v != "" {
+		_ = level.UnmarshalText([]byte(v)) // debug, info, warn, error
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	keep := os.Getenv("RECAST_TEST_KEEP") == "1"
@@ -168,14 +172,14 @@ func Main(m *testing.M, replicas int) int {
 
 // startSandbox runs sandbox.Up on free ports, retrying when another process
 // grabs a port in between.
-func startSandbox(ctx context.Context, dir string, replicas int, flv string, log *slog.Logger) (*sandbox.Sandbox, error) {
+func startSandbox(ctx context.Context, dir string, replicas int, flv string, log *slog.Logger, serverArgs ...string) (*sandbox.Sandbox, error) {
 	var lastErr error
 	for range 10 {
 		port, err := freePorts(replicas + 1)
 		if err != nil {
 			return nil, err
 		}
-		sb, err := sandbox.Up(ctx, sandbox.Config{Dir: dir, Port: port, Replicas: replicas, Fast: true, Flavor: flv, Logger: log})
+		sb, err := sandbox.Up(ctx, sandbox.Config{Dir: dir, Port: port, Replicas: replicas, Fast: true, Flavor: flv, Logger: log, ServerArgs: serverArgs})
 		if err == nil {
 			return sb, nil
 		}
@@ -316,6 +320,31 @@ func Server(t testing.TB) flavor.Server {
 	return server
 }
 
+// ExtraSandbox starts a sandbox of its own for t (Flavor(), with these
+// extra server options, e.g. TLS certificates) and stops it when t ends.
+// Under -short it skips t.
+func ExtraSandbox(t testing.TB, replicas int, serverArgs ...string) *sandbox.Sandbox {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("testutil: needs a sandbox, not started under -short")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sb, err := startSandbox(ctx, filepath.Join(dir, "sb"), replicas, Flavor(), slog.New(slog.DiscardHandler), serverArgs...)
+	if err != nil {
+		t.Fatalf("testutil: start a sandbox with %v: %v", serverArgs, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := sandbox.Down(ctx, sb.Dir); err != nil {
+			t.Errorf("testutil: stop the extra sandbox: %v", err)
+		}
+	})
+	return sb
+}
+
 // Sandbox returns the sandbox started by Main.
 func Sandbox(t testing.TB) *sandbox.Sandbox {
 	t.Helper()
@@ -370,8 +399,12 @@ func seqView(schema string, from, to int) string {
 		expr = append(expr, fmt.Sprintf("d%d.d*%d", i, mul))
 	}
 	v := strings.Join(expr, "+")
-	return fmt.Sprintf("CREATE VIEW %s.%s AS SELECT CAST(%s AS UNSIGNED) AS seq FROM %s WHERE %s BETWEEN %d AND %d ORDER BY seq",
-		QuoteIdent(schema), QuoteIdent(fmt.Sprintf("seq_%d_to_%d", from, to)), v, strings.Join(from_, " CROSS JOIN "), v, from, to)
+	name := QuoteIdent(fmt.Sprintf("seq_%d_to_%d", from, to))
+	if schema != "" {
+		name = QuoteIdent(schema) + "." + name
+	}
+	return fmt.Sprintf("CREATE VIEW %s AS SELECT CAST(%s AS UNSIGNED) AS seq FROM %s WHERE %s BETWEEN %d AND %d ORDER BY seq",
+		name, v, strings.Join(from_, " CROSS JOIN "), v, from, to)
 }
 
 func schemaName(testName string, seq int64) string {
@@ -447,8 +480,37 @@ func open(t testing.TB, sb *sandbox.Sandbox, inst sandbox.Instance, schema strin
 func Exec(t testing.TB, db *sql.DB, stmts ...string) {
 	t.Helper()
 	for _, s := range stmts {
+		if server.MySQL() {
+			mysqlSeqViews(t, db, s)
+		}
 		if _, err := db.ExecContext(context.Background(), s); err != nil {
 			t.Fatalf("testutil: exec %q: %v", s, err)
+		}
+	}
+}
+
+var seqName = regexp.MustCompile(`\b(?:(\w+)\.)?seq_(\d+)_to_(\d+)\b`)
+
+var seqCreated sync.Map // "db pointer/schema.name" of views mysqlSeqViews created
+
+// mysqlSeqViews creates the seq_FROM_TO views stmt uses that NewSchema did
+// not create (sizes computed by a test, schemas made without NewSchema): in
+// the schema that qualifies the name, else in db's current schema.
+func mysqlSeqViews(t testing.TB, db *sql.DB, stmt string) {
+	t.Helper()
+	for _, m := range seqName.FindAllStringSubmatch(stmt, -1) {
+		schema := m[1]
+		from, _ := strconv.Atoi(m[2])
+		to, _ := strconv.Atoi(m[3])
+		if schema == "" && slices.Contains(seqRanges, [2]int{from, to}) {
+			continue
+		}
+		if _, done := seqCreated.LoadOrStore(fmt.Sprintf("%p/%s", db, m[0]), true); done {
+			continue
+		}
+		v := strings.Replace(seqView(schema, from, to), "CREATE VIEW ", "CREATE OR REPLACE VIEW ", 1)
+		if _, err := db.ExecContext(context.Background(), v); err != nil {
+			t.Fatalf("testutil: create %s: %v", m[0], err)
 		}
 	}
 }

@@ -33,15 +33,24 @@ type Discovered struct {
 // primary's own address is left out.
 func DiscoverReplicas(ctx context.Context, db *sql.DB, primaryHost string, primaryPort int) ([]Discovered, error) {
 	var out []Discovered
+	var unnamed []slaveHost
 	hosts, herr := slaveHosts(ctx, db)
 	for _, h := range hosts {
-		if h.Host == "" || strings.EqualFold(h.Host, OwnHostname) || h.Port == 0 {
+		if strings.EqualFold(h.Host, OwnHostname) || h.Port == 0 {
+			continue
+		}
+		if h.Host == "" {
+			unnamed = append(unnamed, h)
 			continue
 		}
 		out = append(out, Discovered{Addr: net.JoinHostPort(h.Host, strconv.Itoa(h.Port)), ServerID: h.ServerID, Via: "SHOW SLAVE HOSTS"})
 	}
 	if herr == nil {
-		return out, nil
+		if len(unnamed) == 0 {
+			return out, nil
+		}
+		named, err := nameReplicas(ctx, db, unnamed)
+		return append(out, named...), err
 	}
 	ips, perr := dumpThreadHosts(ctx, db)
 	if perr != nil {
@@ -55,6 +64,52 @@ func DiscoverReplicas(ctx context.Context, db *sql.DB, primaryHost string, prima
 		}
 		seen[addr] = true
 		out = append(out, Discovered{Addr: addr, Via: "processlist"})
+	}
+	return out, nil
+}
+
+// nameReplicas finds the address of replicas registered without a host
+// (MySQL's SHOW REPLICAS leaves Host empty unless the replica sets
+// report_host; its Port is report_port, by default the replica's port):
+// the address of the processlist's Binlog Dump threads, when they come from
+// one address once recast's own is left out (or only from recast's own, a
+// replica on recast's machine). Several candidate addresses cannot be told
+// apart: the error asks for --replica.
+func nameReplicas(ctx context.Context, db *sql.DB, unnamed []slaveHost) ([]Discovered, error) {
+	ips, err := dumpThreadHosts(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("find replicas: SHOW REPLICAS lists %d replica(s) without report_host, and the processlist cannot be read: %w", len(unnamed), err)
+	}
+	pl, err := flavor.ProcesslistOf(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	var own string
+	if err := db.QueryRowContext(ctx, "SELECT HOST FROM "+pl+" WHERE ID = CONNECTION_ID()").Scan(&own); err != nil {
+		return nil, fmt.Errorf("find replicas: read recast's own address: %w", err)
+	}
+	if h, _, err := net.SplitHostPort(own); err == nil {
+		own = h
+	}
+	candidates := map[string]bool{}
+	for _, ip := range ips {
+		if !sameAddr(ip, own) {
+			candidates[ip] = true
+		}
+	}
+	if len(candidates) == 0 && len(ips) > 0 {
+		candidates[ips[0]] = true // the replicas run on recast's machine
+	}
+	if len(candidates) != 1 {
+		return nil, fmt.Errorf("find replicas: SHOW REPLICAS lists %d replica(s) without report_host, and their binlog connections come from %d addresses", len(unnamed), len(candidates))
+	}
+	var ip string
+	for c := range candidates {
+		ip = c
+	}
+	var out []Discovered
+	for _, h := range unnamed {
+		out = append(out, Discovered{Addr: net.JoinHostPort(ip, strconv.Itoa(h.Port)), ServerID: h.ServerID, Via: "SHOW REPLICAS+processlist"})
 	}
 	return out, nil
 }
@@ -109,7 +164,11 @@ func slaveHosts(ctx context.Context, db *sql.DB) ([]slaveHost, error) {
 }
 
 func dumpThreadHosts(ctx context.Context, db *sql.DB) ([]string, error) {
-	rows, err := db.QueryContext(ctx, "SELECT HOST FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Binlog Dump', 'Binlog Dump GTID')")
+	pl, err := flavor.ProcesslistOf(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.QueryContext(ctx, "SELECT HOST FROM "+pl+" WHERE COMMAND IN ('Binlog Dump', 'Binlog Dump GTID')")
 	if err != nil {
 		return nil, err
 	}

@@ -49,6 +49,10 @@ type Config struct {
 	// MaxLag: the copy pauses while a replica lags more (0: lag ignored).
 	MaxLag time.Duration
 
+	// Checks are further sources (QueryCheck, HTTPCheck), each polled on
+	// its own.
+	Checks []Check
+
 	// FlagFile: the copy pauses while it exists. PanicFile: the migration
 	// aborts when it appears.
 	FlagFile, PanicFile string
@@ -59,6 +63,11 @@ type Config struct {
 	// ReadTimeout bounds one lag read; a replica that does not answer
 	// within it counts as lagging (default 1 s).
 	ReadTimeout time.Duration
+
+	// LogEvery: a throttled period whose reason is of the same kind as the
+	// last one logged is logged at most this often (30 s); its end is
+	// logged only when its start was.
+	LogEvery time.Duration
 
 	// Abort is called once, with the reason, when the migration must stop.
 	Abort  func(error)
@@ -111,6 +120,7 @@ type Throttler struct {
 	state     State
 	changed   chan struct{} // closed and replaced whenever Throttled changes
 	lags      []ReplicaLag  // per replica, index as cfg.Replicas
+	checks    []string      // per check, index as cfg.Checks: its last reason
 	load      map[string]float64
 	loadErr   error
 	loadAsked map[string]bool // the names the last read asked for
@@ -119,6 +129,7 @@ type Throttler struct {
 	aborted   bool
 	delay     atomic.Int64
 	lastWarn  map[string]time.Time
+	logs      *stateLog
 }
 
 type lagSample struct {
@@ -143,11 +154,15 @@ func New(cfg Config) *Throttler {
 	if cfg.Abort == nil {
 		cfg.Abort = func(error) {}
 	}
-	t := &Throttler{cfg: cfg, log: cfg.Logger, changed: make(chan struct{}), lastWarn: map[string]time.Time{}}
+	t := &Throttler{cfg: cfg, log: cfg.Logger, changed: make(chan struct{}), lastWarn: map[string]time.Time{}, logs: newStateLog(cfg.LogEvery)}
 	t.maxLag.Store(int64(cfg.MaxLag))
 	ml, cl := cfg.MaxLoad, cfg.CriticalLoad
 	t.maxLoad.Store(&ml)
 	t.criticalLoad.Store(&cl)
+	t.checks = make([]string, len(cfg.Checks))
+	for i, c := range cfg.Checks {
+		t.checks[i] = c.Name + ": not checked yet"
+	}
 	t.lags = make([]ReplicaLag, len(cfg.Replicas))
 	for i, r := range cfg.Replicas {
 		t.lags[i] = ReplicaLag{Name: r.Name, Err: "not read yet", Lagging: true}
@@ -167,6 +182,10 @@ func (t *Throttler) Run(ctx context.Context) {
 	if t.cfg.Load != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); t.poll(ctx, t.cfg.LoadInterval, func() { t.readLoad(ctx) }) }()
+	}
+	for i, c := range t.cfg.Checks {
+		wg.Add(1)
+		go func() { defer wg.Done(); t.poll(ctx, max(c.Every, 10*time.Millisecond), func() { t.runCheck(ctx, i) }) }()
 	}
 	tick := time.NewTicker(t.cfg.Interval)
 	defer tick.Stop()
@@ -188,11 +207,25 @@ func (t *Throttler) Prime(ctx context.Context) {
 		wg.Add(1)
 		go func() { defer wg.Done(); t.readReplica(ctx, i) }()
 	}
+	for i := range t.cfg.Checks {
+		wg.Add(1)
+		go func() { defer wg.Done(); t.runCheck(ctx, i) }()
+	}
 	if t.cfg.Load != nil {
 		t.readLoad(ctx)
 	}
 	wg.Wait()
 	t.Evaluate()
+}
+
+func (t *Throttler) runCheck(ctx context.Context, i int) {
+	reason := t.cfg.Checks[i].Run(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	t.mu.Lock()
+	t.checks[i] = reason
+	t.mu.Unlock()
 }
 
 func (t *Throttler) poll(ctx context.Context, every time.Duration, read func()) {
@@ -306,25 +339,34 @@ func (t *Throttler) Evaluate() {
 		lags[i] = rl
 	}
 	t.adjustDelayLocked(now, maxLag, worst, readable)
+	for _, r := range t.checks {
+		if r != "" {
+			reasons = append(reasons, r)
+		}
+	}
 
 	throttled := len(reasons) > 0
+	reason := strings.Join(reasons, "; ")
 	st := &t.state
 	if throttled != st.Throttled {
 		if throttled {
 			st.Since = now
-			t.log.Info("throttled: copy paused", "reason", strings.Join(reasons, "; "))
+			t.logStart(now, reason)
 		} else {
-			t.total += now.Sub(st.Since)
-			t.log.Info("throttle lifted: copy resumes", "after", now.Sub(st.Since).Round(time.Millisecond))
+			lasted := now.Sub(st.Since)
+			t.total += lasted
+			if t.logs.end(lasted) {
+				t.log.Info("throttle lifted: copy resumes", "after", lasted.Round(time.Millisecond), "throttled_total", t.total.Round(time.Millisecond))
+			}
 			st.Since = time.Time{}
 		}
 		close(t.changed)
 		t.changed = make(chan struct{})
-	} else if throttled && st.Reason != strings.Join(reasons, "; ") && t.warnable("reason", 10*time.Second) {
-		t.log.Info("still throttled", "reason", strings.Join(reasons, "; "), "for", now.Sub(st.Since).Round(time.Millisecond))
+	} else if throttled && st.Reason != reason && t.logs.change(now, reason) {
+		t.log.Info("still throttled", "reason", reason, "for", now.Sub(st.Since).Round(time.Millisecond))
 	}
 	st.Throttled = throttled
-	st.Reason = strings.Join(reasons, "; ")
+	st.Reason = reason
 	st.Replicas = lags
 	st.Load = t.load
 	st.LoadErr = ""
@@ -332,6 +374,21 @@ func (t *Throttler) Evaluate() {
 		st.LoadErr = oneLine(t.loadErr)
 	}
 	t.mu.Unlock()
+}
+
+// logStart logs the start of a throttled period, unless the same kind of
+// reason was logged recently (stateLog): a flapping throttle logs once per
+// LogEvery, with how often and how long it was throttled meanwhile.
+func (t *Throttler) logStart(now time.Time, reason string) {
+	log, quiet, quietFor := t.logs.start(now, reason)
+	switch {
+	case !log:
+	case quiet > 0:
+		t.log.Info("throttled: copy paused", "reason", reason,
+			"meanwhile", fmt.Sprintf("throttled %d more time(s) for %s in total (not logged)", quiet, quietFor.Round(time.Millisecond)))
+	default:
+		t.log.Info("throttled: copy paused", "reason", reason)
+	}
 }
 
 // loadSeen is the last load reading, with the variables it did not ask for

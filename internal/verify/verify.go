@@ -15,7 +15,7 @@
 //
 //   - Displaced rows: a row the applier removed from the ghost because the
 //     row it wrote holds the same value under one of the ghost's unique keys
-//     (package apply never lets a REPLACE do that silently). Under a key the
+//     (package pipeline never lets a REPLACE do that silently). Under a key the
 //     source enforces this is transient: the removed row changed after that
 //     point and its own event restores it. Under a key the source does not
 //     enforce (a new UNIQUE), both rows may really hold the value: writing
@@ -40,8 +40,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/recast-osc/recast/internal/apply"
 	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/pipeline"
 	"github.com/recast-osc/recast/internal/table"
 )
 
@@ -54,7 +54,7 @@ type Config struct {
 	KeySource, KeyGhost []string
 	// KeyCharsets: per key column, the source charset when the ghost
 	// column's differs (image values are then CONVERTed for the ghost), as
-	// apply.Config.KeyCharsets.
+	// pipeline.Config.KeyCharsets.
 	KeyCharsets []string
 	// SourceExprs, if set, are the copy's SELECT expressions per mapped
 	// column ("" or missing: the column itself); restores copy with them.
@@ -63,7 +63,7 @@ type Config struct {
 	// (checksum.RowExprs).
 	SourceExpr, GhostExpr string
 	// Uniques are the ghost's unique keys other than the identifying one.
-	Uniques []apply.Unique
+	Uniques []pipeline.Unique
 	Logger  *slog.Logger
 }
 
@@ -89,7 +89,7 @@ type Verifier struct {
 
 	mu        sync.Mutex
 	written   map[string][]any // encoded key -> key (source values from row images)
-	displaced []apply.Displacement
+	displaced []pipeline.Displacement
 
 	checked, restored int64
 }
@@ -102,7 +102,7 @@ func New(cfg Config) *Verifier {
 	return &Verifier{cfg: cfg, written: map[string][]any{}}
 }
 
-// Written records keys the applier wrote or deleted (apply.Config.Written).
+// Written records keys the applier wrote or deleted (pipeline.Config.Written).
 func (v *Verifier) Written(keys [][]any) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -111,8 +111,8 @@ func (v *Verifier) Written(keys [][]any) {
 	}
 }
 
-// Displaced records a row the applier removed (apply.Config.Displaced).
-func (v *Verifier) Displaced(d apply.Displacement) {
+// Displaced records a row the applier removed (pipeline.Config.Displaced).
+func (v *Verifier) Displaced(d pipeline.Displacement) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.displaced = append(v.displaced, d)
@@ -205,7 +205,7 @@ func (v *Verifier) Final(ctx context.Context, locked *sql.Conn, db *sql.DB) erro
 	v.mu.Lock()
 	displaced := v.displaced
 	v.mu.Unlock()
-	var left []apply.Displacement
+	var left []pipeline.Displacement
 	for _, d := range displaced {
 		inGhost, err := exists(ctx, db, v.cfg.Ghost.QuotedName(), v.cfg.KeyGhost, d.GhostKey)
 		if err != nil {
@@ -331,7 +331,7 @@ func (v *Verifier) Restore(ctx context.Context, db *sql.DB) error {
 	if len(todo) == 0 {
 		return nil
 	}
-	var left []apply.Displacement
+	var left []pipeline.Displacement
 	for _, d := range todo {
 		done, err := v.restoreOne(ctx, db, d)
 		if err != nil {
@@ -348,7 +348,7 @@ func (v *Verifier) Restore(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-func (v *Verifier) restoreOne(ctx context.Context, db *sql.DB, d apply.Displacement) (bool, error) {
+func (v *Verifier) restoreOne(ctx context.Context, db *sql.DB, d pipeline.Displacement) (bool, error) {
 	src, gh := v.cfg.Source.QuotedName(), v.cfg.Ghost.QuotedName()
 	skey := tupleEq(v.cfg.KeySource)
 	var done bool
@@ -583,7 +583,7 @@ func (v *Verifier) Missing(ctx context.Context, db *sql.DB, lo, hi []any) error 
 		return fmt.Errorf("look for rows the copy skipped: %w", err)
 	}
 	defer rows.Close()
-	var found []apply.Displacement
+	var found []pipeline.Displacement
 	for rows.Next() {
 		vals := make([]sql.RawBytes, len(v.cfg.KeySource))
 		ptrs := make([]any, len(vals))
@@ -597,7 +597,7 @@ func (v *Verifier) Missing(ctx context.Context, db *sql.DB, lo, hi []any) error 
 		for i := range vals {
 			key[i] = append([]byte(nil), vals[i]...)
 		}
-		found = append(found, apply.Displacement{Key: "(a unique key)", GhostKey: key, Row: "(" + renderKey(key) + ")", By: "the copy"})
+		found = append(found, pipeline.Displacement{Key: "(a unique key)", GhostKey: key, Row: "(" + renderKey(key) + ")", By: "the copy"})
 	}
 	if err := rows.Err(); err != nil {
 		return err

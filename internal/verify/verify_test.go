@@ -3,7 +3,7 @@ package verify
 import (
 	"testing"
 
-	"github.com/recast-osc/recast/internal/apply"
+	"github.com/recast-osc/recast/internal/pipeline"
 )
 
 // TestEncodeDistinct: keys that differ in value or Go type encode apart
@@ -40,7 +40,7 @@ func TestWrittenDedupAndTake(t *testing.T) {
 	if len(got) != 3 || v.Stats().Written != 0 {
 		t.Fatalf("took %d, left %d", len(got), v.Stats().Written)
 	}
-	v.Displaced(apply.Displacement{Key: "uk", GhostKey: []any{[]byte("7")}})
+	v.Displaced(pipeline.Displacement{Key: "uk", GhostKey: []any{[]byte("7")}})
 	if st := v.Stats(); st.Displaced != 1 {
 		t.Fatalf("displaced %d, want 1", st.Displaced)
 	}

@@ -1,6 +1,6 @@
 // Command recastbench is the measuring helper of bench/run.sh:
 //
-//	recastbench monitor  heartbeat replica-lag monitor (and Seconds_Behind_Master)
+//	recastbench monitor  heartbeat replica-lag monitor (and Seconds_Behind_Master/_Source)
 //	recastbench exec     run a command, record wall time, exit code and peak RSS
 //	recastbench sbmean   mean tps of a sysbench --report-interval log
 //	recastbench report   turn a bench output directory into RESULTS.md
@@ -31,7 +31,7 @@ import (
 )
 
 const usage = `usage:
-  recastbench monitor --primary H:P --replica H:P [--user U --password P] --out FILE
+  recastbench monitor --primary H:P --replica H:P [--user U --password P] [--flavor F] --out FILE
   recastbench exec --out FILE [--timeout D] -- COMMAND [ARGS...]
   recastbench sbmean [--skip N] SYSBENCH_LOG
   recastbench report --dir OUTDIR [--out FILE] [--keep-notes FILE] [--tsv FILE]
@@ -88,10 +88,12 @@ func openDB(addr, user, password string) (*sql.DB, error) {
 // monitorCmd writes a heartbeat row on the primary every --interval and reads
 // it on the replica every --interval: lag = NOW(6) on the replica minus the
 // newest heartbeat it has applied (same host, same clock). It also samples
-// Seconds_Behind_Master. Lines of --out:
+// Seconds_Behind_Master (MariaDB: SHOW SLAVE STATUS) or, with --flavor
+// mysql-*, Seconds_Behind_Source (SHOW REPLICA STATUS; MySQL 8.4 removed
+// SHOW SLAVE STATUS). Lines of --out:
 //
 //	hb  <unix ms> <lag ms>       heartbeat lag seen on the replica
-//	sbm <unix ms> <seconds|NULL> Seconds_Behind_Master
+//	sbm <unix ms> <seconds|NULL> Seconds_Behind_Master (or _Source)
 //	hbw <unix ms> <ms>           a heartbeat write that took over 100 ms
 //	err <unix ms> <message>
 //
@@ -103,12 +105,14 @@ func monitorCmd(args []string) error {
 	user := fs.String("user", "recast", "user")
 	password := fs.String("password", "recast", "password")
 	interval := fs.Duration("interval", 100*time.Millisecond, "heartbeat write and read period")
-	sbmInterval := fs.Duration("sbm-interval", 500*time.Millisecond, "SHOW SLAVE STATUS period")
+	sbmInterval := fs.Duration("sbm-interval", 500*time.Millisecond, "SHOW SLAVE STATUS (MySQL: SHOW REPLICA STATUS) period")
 	table := fs.String("table", "bench_meta.heartbeat", "heartbeat table (id TINYINT PRIMARY KEY, ts DATETIME(6)); created if missing")
 	out := fs.String("out", "", "output file (default stdout)")
+	flavor := fs.String("flavor", "mariadb-10.11", "server flavor of the sandbox (mariadb-*, mysql-*): which replica status statement and upsert syntax to use")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	mysqlFlavor := strings.HasPrefix(*flavor, "mysql-")
 	w := io.Writer(os.Stdout)
 	if *out != "" {
 		f, err := os.OpenFile(*out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -172,6 +176,10 @@ func monitorCmd(args []string) error {
 		}()
 	}
 	upsert := "INSERT INTO " + *table + " (id, ts) VALUES (1, NOW(6)) ON DUPLICATE KEY UPDATE ts = VALUES(ts)"
+	if mysqlFlavor {
+		// VALUES() in ON DUPLICATE KEY UPDATE is deprecated on MySQL (warning 1287).
+		upsert = "INSERT INTO " + *table + " (id, ts) VALUES (1, NOW(6)) AS hb ON DUPLICATE KEY UPDATE ts = hb.ts"
+	}
 	every(*interval, func(ctx context.Context) {
 		t0 := time.Now()
 		if _, err := pdb.ExecContext(ctx, upsert); err != nil {
@@ -200,7 +208,7 @@ func monitorCmd(args []string) error {
 		}
 	})
 	every(*sbmInterval, func(ctx context.Context) {
-		v, err := secondsBehindMaster(ctx, rdb)
+		v, err := secondsBehindMaster(ctx, rdb, mysqlFlavor)
 		if err != nil {
 			if ctx.Err() == nil {
 				emit("err %d replica status: %s", nowMS(), oneLine(err))
@@ -214,8 +222,14 @@ func monitorCmd(args []string) error {
 	return nil
 }
 
-func secondsBehindMaster(ctx context.Context, db *sql.DB) (string, error) {
-	rows, err := db.QueryContext(ctx, "SHOW SLAVE STATUS")
+// secondsBehindMaster reads Seconds_Behind_Master from SHOW SLAVE STATUS on
+// MariaDB, Seconds_Behind_Source from SHOW REPLICA STATUS on MySQL.
+func secondsBehindMaster(ctx context.Context, db *sql.DB, mysqlFlavor bool) (string, error) {
+	stmt, col := "SHOW SLAVE STATUS", "Seconds_Behind_Master"
+	if mysqlFlavor {
+		stmt, col = "SHOW REPLICA STATUS", "Seconds_Behind_Source"
+	}
+	rows, err := db.QueryContext(ctx, stmt)
 	if err != nil {
 		return "", err
 	}
@@ -239,14 +253,14 @@ func secondsBehindMaster(ctx context.Context, db *sql.DB) (string, error) {
 		return "", err
 	}
 	for i, c := range cols {
-		if c == "Seconds_Behind_Master" {
+		if c == col {
 			if vals[i] == nil {
 				return "NULL", nil
 			}
 			return string(vals[i]), nil
 		}
 	}
-	return "", errors.New("no Seconds_Behind_Master column")
+	return "", errors.New("no " + col + " column")
 }
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }

@@ -201,6 +201,7 @@ type recastLog struct {
 	locked            string
 	failure           string
 	lastElapsed       float64
+	copyLock          string // "lock-free", "share (reason)", or "" (not logged: an older recast)
 }
 
 type phaseSpan struct {
@@ -214,6 +215,8 @@ var (
 	rcThrRE  = regexp.MustCompile(`\| throttled: (.*?)(?: \| ETA|$)`)
 	rcDoneRE = regexp.MustCompile(`^migrated .* in (\S+): (\d+) rows copied, (\d+) binlog row changes applied \((\d+) rows written\), cut-over took (\d+) attempt\(s\), table locked (\S+);`)
 	numRE    = regexp.MustCompile(`^[\d.]+`)
+
+	rcLockWhyRE = regexp.MustCompile(`reason=("(?:[^"\\]|\\.)*"|\S+)`)
 )
 
 func parseRecast(path string) (*recastLog, error) {
@@ -227,6 +230,15 @@ func parseRecast(path string) (*recastLog, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
+		switch {
+		case strings.Contains(line, "lock-free copy: chunks read without row locks"):
+			out.copyLock = "lock-free"
+		case strings.Contains(line, "the copy locks the rows it reads"):
+			out.copyLock = "share"
+			if m := rcLockWhyRE.FindStringSubmatch(line); m != nil {
+				out.copyLock += " (" + strings.Trim(m[1], `"`) + ")"
+			}
+		}
 		if m := rcNewRE.FindStringSubmatch(line); m != nil {
 			out.lines++
 			el := parseElapsed(m[1])

@@ -1,20 +1,27 @@
-package migration
+package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/recast-osc/recast/internal/apply"
 	"github.com/recast-osc/recast/internal/binlog"
 )
 
-// pump moves stream events into the applier and flushes it.
-type pump struct {
+// ErrSwapped ends the reader once the binlog shows the cut-over's RENAME
+// while the pump is armed.
+var ErrSwapped = errors.New("table swapped")
+
+// Pump moves stream events into the applier and flushes it: it owns the
+// reader loop (Read), the flusher loop (Flush), back-pressure, the freeze
+// used by the checksum (Align) and the arm/hold used by the cut-over
+// (Arm, Disarm, Swapped).
+type Pump struct {
 	stream *binlog.Stream
-	ap     *apply.Applier
+	ap     *Applier
 
 	mu      sync.Mutex
 	frozen  bool             // the reader takes no new event...
@@ -25,26 +32,46 @@ type pump struct {
 	swapped chan struct{}
 	lost    atomic.Int64
 
-	// delay, if set, is an extra wait between windows (the replicas cannot
-	// keep up: control.go); applied counts the row changes applied.
+	// delay, if set, is an extra wait between windows (NewPump); applied
+	// counts the row changes applied.
 	delay   func() time.Duration
 	applied atomic.Int64
+
+	def *Deferrer // lock-free copy: holds changes to ranges being copied (defer.go)
 }
 
-func (p *pump) arm() {
+// NewPump returns the pump between stream and ap. delay, if set, is an
+// extra wait between windows (the replicas cannot keep up); it is asked
+// once per window and once per event under back-pressure, so it must be cheap.
+func NewPump(stream *binlog.Stream, ap *Applier, delay func() time.Duration) *Pump {
+	return &Pump{stream: stream, ap: ap, swapped: make(chan struct{}), delay: delay}
+}
+
+// Swapped is closed when the reader saw the swap's RENAME while armed.
+func (p *Pump) Swapped() <-chan struct{} { return p.swapped }
+
+// Lost is the number of row changes held when the swap was seen (rows
+// written to the old table after the drain point: must be 0).
+func (p *Pump) Lost() int64 { return p.lost.Load() }
+
+// AppliedChanges is the number of row changes the applier has written.
+func (p *Pump) AppliedChanges() int64 { return p.applied.Load() }
+
+// Arm holds every row change from now on (the cut-over's lock is taken).
+func (p *Pump) Arm() {
 	p.mu.Lock()
 	p.armed = true
 	p.mu.Unlock()
 }
 
-// disarm: the RENAME failed, T is still the original; rows held meanwhile
+// Disarm: the RENAME failed, T is still the original; rows held meanwhile
 // are ordinary changes to apply.
-func (p *pump) disarm() {
+func (p *Pump) Disarm() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.armed = false
 	for _, ev := range p.held {
-		p.ap.Add(ev)
+		p.add(ev)
 	}
 	p.held = nil
 }
@@ -60,12 +87,12 @@ const maxPending = 40000
 // still applied everything).
 const slowPending = 100
 
-// align implements checksum.Config.Align: freeze the reader, open the source
+// Align implements checksum.Config.Align: freeze the reader, open the source
 // snapshot at P, let the applier reach exactly P, open the ghost snapshot,
 // unfreeze. The binlog can deliver a transaction before it is visible to a
 // snapshot, so the reader may already have taken events beyond P: then the
 // source snapshot is taken again, a moment later.
-func (p *pump) align(ctx context.Context, openSource func() (binlog.Position, error), openGhost func() error) error {
+func (p *Pump) Align(ctx context.Context, openSource func() (binlog.Position, error), openGhost func() error) error {
 	defer func() {
 		p.mu.Lock()
 		p.frozen, p.upTo = false, nil
@@ -119,12 +146,12 @@ func (p *pump) align(ctx context.Context, openSource func() (binlog.Position, er
 }
 
 // gate blocks while the reader is frozen and ev lies beyond what it may take.
-func (p *pump) gate(ctx context.Context, ev binlog.Event) error {
+func (p *Pump) gate(ctx context.Context, ev binlog.Event) error {
 	for {
 		p.mu.Lock()
 		ok := !p.frozen || (p.upTo != nil && !ev.After(*p.upTo))
 		if ok {
-			p.taken = binlog.Event{Pos: ev.Pos, Boundary: ev.Boundary} // under the same lock as the check: align relies on it
+			p.taken = binlog.Event{Pos: ev.Pos, Boundary: ev.Boundary} // under the same lock as the check: Align relies on it
 			p.mu.Unlock()
 			return nil
 		}
@@ -137,7 +164,7 @@ func (p *pump) gate(ctx context.Context, ev binlog.Event) error {
 	}
 }
 
-func (p *pump) read(ctx context.Context) error {
+func (p *Pump) Read(ctx context.Context) error {
 	for {
 		ev, err := p.stream.Next(ctx)
 		if err != nil {
@@ -156,7 +183,7 @@ func (p *pump) read(ctx context.Context) error {
 			p.lost.Store(int64(countRows(p.held)))
 			p.mu.Unlock()
 			close(p.swapped)
-			return errSwapped
+			return ErrSwapped
 		case ev.DDL != "":
 			p.mu.Unlock()
 			return fmt.Errorf("the table's definition changed during the migration (%q at %s): aborting; the original table is untouched", ev.DDL, ev.Pos)
@@ -169,7 +196,7 @@ func (p *pump) read(ctx context.Context) error {
 			continue
 		}
 		p.mu.Unlock()
-		p.ap.Add(ev)
+		p.add(ev)
 		limit := maxPending
 		if !frozen && p.delay != nil && p.delay() > 0 { // see currentDelay
 			limit = slowPending
@@ -184,7 +211,7 @@ func (p *pump) read(ctx context.Context) error {
 	}
 }
 
-func (p *pump) flush(ctx context.Context) error {
+func (p *Pump) Flush(ctx context.Context) error {
 	for {
 		received := p.ap.Stats().Changes // all in this window or earlier ones
 		if err := p.ap.Flush(ctx); err != nil {
@@ -203,10 +230,10 @@ func (p *pump) flush(ctx context.Context) error {
 	}
 }
 
-// currentDelay is the throttle's applier delay, except while align holds the
+// currentDelay is the throttle's applier delay, except while Align holds the
 // reader: then the applier must reach the snapshot's position within
-// align's limit, and what it has to apply is bounded by that position.
-func (p *pump) currentDelay() time.Duration {
+// Align's limit, and what it has to apply is bounded by that position.
+func (p *Pump) currentDelay() time.Duration {
 	if p.delay == nil {
 		return 0
 	}

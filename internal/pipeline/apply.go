@@ -1,5 +1,7 @@
-// Package apply writes the watched table's row changes to the ghost table
-// straight from their row images, never reading the source table.
+// Package pipeline is the change pipeline: the pump (pump.go) reads the
+// binlog stream and feeds the applier, which writes the watched table's row
+// changes to the ghost table straight from their row images, never reading
+// the source table.
 //
 // Changes are gathered into windows. Within a window only the last image of
 // each key is kept (a row written 1,000 times is written once), and the
@@ -27,7 +29,7 @@
 // being stored), and the final spelling's last operation is a replace, or a
 // delete if the row is gone. Deleting first and replacing last leaves exactly
 // the final state.
-package apply
+package pipeline
 
 import (
 	"context"
@@ -356,9 +358,15 @@ func (a *Applier) applyParallel(ctx context.Context, w *window) error {
 			return err
 		}
 	}
-	// Conflicts are resolved one row at a time once every other row of the
-	// window is written, so a row that merely moved its unique value within
-	// the window no longer stands in the way.
+	// The statements that met a duplicate are written again together once
+	// every other row of the window is in: rows that traded unique values
+	// (a swap split between workers or statements) then delete and insert
+	// as one, where written apart each waits on the other's old value.
+	// What still conflicts is resolved one row at a time.
+	deferred, err := a.writeGuarded(ctx, deferred, true)
+	if err != nil {
+		return err
+	}
 	for _, o := range deferred {
 		if err := a.writeDisplacing(ctx, o); err != nil {
 			return err
@@ -369,7 +377,8 @@ func (a *Applier) applyParallel(ctx context.Context, w *window) error {
 
 // applyUnordered writes operations on distinct keys: deletes, then replaces
 // (the order the single-worker collation case relies on). It returns the
-// replaces that met another row's unique value (only with Uniques).
+// replaces of the statements that met another row's unique value (only with
+// Uniques).
 func (a *Applier) applyUnordered(ctx context.Context, ops []op) ([]op, error) {
 	var dels, reps []op
 	for _, o := range ops {
@@ -383,7 +392,7 @@ func (a *Applier) applyUnordered(ctx context.Context, ops []op) ([]op, error) {
 		return nil, err
 	}
 	if a.guarded() {
-		return a.writeGuarded(ctx, reps)
+		return a.writeGuarded(ctx, reps, false)
 	}
 	return nil, a.writeRuns(ctx, reps)
 }
@@ -418,35 +427,44 @@ func (a *Applier) writeRuns(ctx context.Context, ops []op) error {
 func (a *Applier) writeStmt(verb string, batch []op) (string, []any) {
 	var b strings.Builder
 	b.WriteString(dbconn.Tag + verb + " INTO " + a.cfg.Ghost + " (" + table.QuoteIdents(a.cfg.GhostColumns) + ") VALUES ")
-	row := "(" + placeholders(len(a.cfg.SourceColumns), a.cfg.Charsets, a.cfg.Exprs) + ")"
-	args := make([]any, 0, len(batch)*len(a.cfg.SourceColumns))
+	args := writeTuples(&b, batch, a.cfg.SourceColumns, a.cfg.Charsets, a.cfg.Exprs)
+	return b.String(), args
+}
+
+// writeTuples writes one parenthesised tuple of cols per op of batch,
+// separated by commas, and returns the arguments of its placeholders. A
+// tuple holding a value written inline (hasExpr: MySQL's binary JSON) is
+// written value by value; the others share one placeholder template.
+func writeTuples(b *strings.Builder, batch []op, cols []int, charsets, exprs []string) []any {
+	tuple := "(" + placeholders(len(cols), charsets, exprs) + ")"
+	args := make([]any, 0, len(batch)*len(cols))
 	for i, o := range batch {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(row)
-		for j, c := range a.cfg.SourceColumns {
-			args = appendArg(args, o.image[c], a.cfg.Exprs, j)
+		if hasExpr(o.image, cols) {
+			b.WriteByte('(')
+			for j, c := range cols {
+				if j > 0 {
+					b.WriteByte(',')
+				}
+				args = writeValue(b, args, o.image[c], charsets, exprs, j)
+			}
+			b.WriteByte(')')
+			continue
+		}
+		b.WriteString(tuple)
+		for j, c := range cols {
+			args = appendArg(args, o.image[c], exprs, j)
 		}
 	}
-	return b.String(), args
+	return args
 }
 
 func (a *Applier) deleteStmt(batch []op) (string, []any) {
 	var b strings.Builder
-	k := len(a.cfg.KeySource)
 	b.WriteString(dbconn.Tag + "DELETE FROM " + a.cfg.Ghost + " WHERE (" + table.QuoteIdents(a.cfg.KeyGhost) + ") IN (")
-	tuple := "(" + placeholders(k, a.cfg.KeyCharsets, a.cfg.KeyExprs) + ")"
-	args := make([]any, 0, len(batch)*k)
-	for i, o := range batch {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(tuple)
-		for j, c := range a.cfg.KeySource {
-			args = appendArg(args, o.image[c], a.cfg.KeyExprs, j)
-		}
-	}
+	args := writeTuples(&b, batch, a.cfg.KeySource, a.cfg.KeyCharsets, a.cfg.KeyExprs)
 	b.WriteByte(')')
 	return b.String(), args
 }
@@ -531,6 +549,8 @@ func imageBytes(image []any) int {
 	n := 0
 	for _, v := range image {
 		switch x := v.(type) {
+		case binlog.SQLExpr:
+			n += len(x)
 		case []byte:
 			n += len(x) + 4
 		case string:

@@ -1,4 +1,4 @@
-package apply
+package pipeline
 
 import (
 	"context"
@@ -31,16 +31,26 @@ func (a *Applier) guarded() bool {
 // writeGuarded writes rows of tables with Uniques: per statement, a
 // transaction deletes the rows' own keys and INSERTs them, so that a
 // conflict under another unique key is an error (1062) instead of a silent
-// deletion of the other row. A statement that fails so is written again row
-// by row; the rows that still conflict are returned, to be written by
-// writeDisplacing once the rest of the window is in.
-func (a *Applier) writeGuarded(ctx context.Context, ops []op) ([]op, error) {
+// deletion of the other row. With split, a statement that fails so is
+// written again in halves, down to the single rows that still conflict;
+// without it, the whole statement's rows are returned. The rows returned
+// are written by writeDisplacing once the rest of the window is in.
+func (a *Applier) writeGuarded(ctx context.Context, ops []op, split bool) ([]op, error) {
 	var conflicts []op
 	for len(ops) > 0 {
 		n := a.batchLen(ops)
 		batch := ops[:n]
 		ops = ops[n:]
-		c, err := a.bisect(ctx, batch)
+		var c []op
+		var err error
+		if split {
+			c, err = a.bisect(ctx, batch)
+		} else {
+			var dup bool
+			if dup, err = a.deleteInsert(ctx, batch); dup {
+				c = batch
+			}
+		}
 		conflicts = append(conflicts, c...)
 		if err != nil {
 			return conflicts, err
@@ -219,14 +229,9 @@ func (a *Applier) uniqueWhere(u Unique, image []any) (string, []any, bool) {
 		if i < 0 {
 			return "", nil, false
 		}
-		ph := "?"
-		if i < len(a.cfg.Exprs) && a.cfg.Exprs[i] != "" {
-			ph = a.cfg.Exprs[i]
-		} else if i < len(a.cfg.Charsets) && a.cfg.Charsets[i] != "" {
-			ph = "CONVERT(? USING " + a.cfg.Charsets[i] + ")"
-		}
-		conds = append(conds, table.QuoteIdent(c)+" = "+ph)
-		args = appendArg(args, image[a.cfg.SourceColumns[i]], a.cfg.Exprs, i)
+		var ph strings.Builder
+		args = writeValue(&ph, args, image[a.cfg.SourceColumns[i]], a.cfg.Charsets, a.cfg.Exprs, i)
+		conds = append(conds, table.QuoteIdent(c)+" = "+ph.String())
 	}
 	return strings.Join(conds, " AND "), args, true
 }

@@ -1,0 +1,23 @@
+package main
+
+import (
+	"github.com/spf13/pflag"
+
+	"github.com/recast-osc/recast/internal/migration"
+)
+
+// addThrottleCompatFlags registers gh-ost's further throttle sources and
+// --exact-rowcount on fs (defaults from o; ranges checked by
+// Options.Validate through package settings).
+func addThrottleCompatFlags(fs *pflag.FlagSet, o *migration.Options) {
+	fs.StringVar(&o.ThrottleQuery, "throttle-query", o.ThrottleQuery,
+		"pause the copy while this query (run on the primary every second) returns a number above 0; an error pauses too (gh-ost's --throttle-query)")
+	fs.StringVar(&o.ThrottleHTTP, "throttle-http", o.ThrottleHTTP,
+		"pause the copy while a GET of this URL (every second) does not answer 200 OK (gh-ost's --throttle-http)")
+	fs.DurationVar(&o.ThrottleHTTPTimeout, "throttle-http-timeout", o.ThrottleHTTPTimeout,
+		"longest a --throttle-http request may take; no answer in time pauses the copy")
+	fs.Float64Var(&o.MaxLatencyRatio, "max-latency-ratio", o.MaxLatencyRatio,
+		"pace the copy so that a probe transaction (a one-row autocommit write, every 50 ms) stays within this many times its latency before the copy (e.g. 2; 0: off); slows the copy even on an idle server")
+	fs.BoolVar(&o.ExactRowcount, "exact-rowcount", o.ExactRowcount,
+		"count the table's rows (SELECT COUNT(*), in the background) for the progress and the ETA instead of the statistics' estimate")
+}

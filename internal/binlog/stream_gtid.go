@@ -1,0 +1,175 @@
+package binlog
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/recast-osc/recast/internal/flavor"
+)
+
+// startPoint prepares the stream for from and returns how go-mysql starts:
+// from GTIDs when from has them; else at file+offset, reading the file from
+// its start (prefix mode) to learn the GTIDs up to from.
+func (s *Stream) startPoint(from Position) (func(*replication.BinlogSyncer) (*replication.BinlogStreamer, error), error) {
+	if from.GTID != "" {
+		set, err := ParseGTID(s.cfg.MySQL, from.GTID)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.gt.start(from.GTID); err != nil {
+			return nil, fmt.Errorf("binlog: GTID start position %q: %w", from.GTID, err)
+		}
+		s.byGTID = true
+		return func(b *replication.BinlogSyncer) (*replication.BinlogStreamer, error) { return b.StartSyncGTID(set) }, nil
+	}
+	at := from.Offset
+	if from.Offset > 4 {
+		to := from
+		s.prefixTo = &to
+		s.pos = Position{File: from.File, Offset: 4}
+		s.boundary = s.pos
+		at = 4
+	}
+	return func(b *replication.BinlogSyncer) (*replication.BinlogStreamer, error) {
+		return b.StartSync(mysql.Position{Name: from.File, Pos: at})
+	}, nil
+}
+
+// step is Next's handling of one event: handle, then, before the start
+// position, nothing is delivered.
+func (s *Stream) step(be *replication.BinlogEvent) (Event, bool, error) {
+	ev, ok, err := s.handle(be)
+	if err == nil && s.prefixTo != nil {
+		ok, err = false, s.prefixDone(be)
+	}
+	return ev, ok, err
+}
+
+// prefixDone runs after each event read before the start position (prefix
+// mode): once the stream reaches the start position exactly, at a group's
+// end, delivery begins; passing it, or the file ending before it, is an
+// error (it was not a transaction boundary of that file).
+func (s *Stream) prefixDone(be *replication.BinlogEvent) error {
+	to := *s.prefixTo
+	h := be.Header
+	if rot, ok := be.Event.(*replication.RotateEvent); ok && h.Flags&replication.LOG_EVENT_ARTIFICIAL_F == 0 && string(rot.NextLogName) != to.File {
+		return fmt.Errorf("binlog: start position %s lies past the end of its file (the server rotated to %s)", to, rot.NextLogName)
+	}
+	if ge, ok := be.Event.(*replication.GenericEvent); ok && h.EventType == replication.HEARTBEAT_EVENT && h.LogPos > 0 &&
+		string(ge.Data) == to.File && h.LogPos < to.Offset {
+		return fmt.Errorf("binlog: start position %s lies past the end of the binlog (the server is at %s:%d)", to, ge.Data, h.LogPos)
+	}
+	c := s.pos.Compare(to)
+	if c < 0 {
+		return nil
+	}
+	if c > 0 || s.inGroup {
+		return fmt.Errorf("binlog: start position %s is not a transaction boundary (an event ends at %s)", to, s.pos)
+	}
+	s.prefixTo = nil
+	s.pos = to
+	s.boundary = to
+	s.boundary.GTID = s.gt.current()
+	s.log.Debug("binlog: reached the start position", slog.String("pos", s.boundary.String()))
+	return nil
+}
+
+// beginGroupGTID records the GTID of the group that starts with ev.
+func (s *Stream) beginGroupGTID(ev replication.Event) {
+	s.groupDelivered = 0
+	switch e := ev.(type) {
+	case *replication.MariadbGTIDEvent:
+		s.gt.beginMaria(e.GTID)
+	case *replication.GTIDEvent:
+		s.gt.beginMySQL(e.SID, e.GNO, e.Tag)
+	case *replication.GtidTaggedLogEvent:
+		s.gt.beginMySQL(e.SID, e.GNO, e.Tag)
+	}
+}
+
+// endGroupGTID adds the ended group's GTID and puts the GTIDs on the
+// boundary.
+func (s *Stream) endGroupGTID(wasInGroup bool) {
+	if wasInGroup {
+		s.gt.commit()
+		s.lastDelivered, s.groupDelivered = s.groupDelivered, 0
+	}
+	s.boundary.GTID = s.gt.current()
+}
+
+// reconnected runs at each artificial rotate, which starts every
+// connection (go-mysql's reconnects included), and on MariaDB every new
+// file after the real rotate. By position, go-mysql
+// resumes after the last event that had a position: inside a group
+// (MariaDB 11.4+) that is before the group's first rows event. By GTID it
+// resumes at the start of the current group, or, between groups, of the
+// last complete one: the server sends it again.
+func (s *Stream) reconnected() {
+	if s.fileSwitch {
+		// MariaDB starts each new file with an artificial rotate after
+		// the real one: not a new connection.
+		s.fileSwitch = false
+		return
+	}
+	switch {
+	case s.byGTID && s.inGroup:
+		s.skipRows = s.groupDelivered
+	case s.byGTID:
+		s.skipRows = s.lastDelivered
+	case s.inGroup:
+		s.skipRows = s.sinceResume
+	}
+}
+
+// skipResent reports a watched rows event sent again after a reconnect by
+// GTID (delivered before it).
+func (s *Stream) skipResent() bool {
+	if !s.byGTID || s.skipRows == 0 {
+		return false
+	}
+	s.skipRows--
+	s.groupDelivered++
+	return true
+}
+
+// StartPosition is where a new stream starts: the server's current binlog
+// position (CurrentPosition), with its GTIDs where the server computes them
+// exactly for a file+offset (MariaDB's BINLOG_GTID_POS), so that the stream
+// starts by GTID without reading its file from the start. MySQL has no
+// such function (its status's Executed_Gtid_Set is not read atomically
+// with the position): the stream learns the GTIDs from the file (gtid.go).
+func StartPosition(ctx context.Context, q flavor.Queryer) (Position, error) {
+	srv, err := flavor.Detect(ctx, q)
+	if err != nil {
+		return Position{}, err
+	}
+	p, err := CurrentPosition(ctx, q)
+	if err != nil || srv.MySQL() {
+		return p, err
+	}
+	rows, err := q.QueryContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", p.File, p.Offset)
+	if err != nil {
+		return Position{}, fmt.Errorf("BINLOG_GTID_POS(%s): %w", p, err)
+	}
+	defer rows.Close()
+	var g sql.NullString
+	if rows.Next() {
+		if err := rows.Scan(&g); err != nil {
+			return Position{}, fmt.Errorf("BINLOG_GTID_POS(%s): %w", p, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return Position{}, fmt.Errorf("BINLOG_GTID_POS(%s): %w", p, err)
+	}
+	if g.Valid && g.String != "" {
+		if _, err := ParseGTID(false, g.String); err == nil {
+			p.GTID = g.String
+		}
+	}
+	return p, nil
+}

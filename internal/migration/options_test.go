@@ -1,0 +1,66 @@
+package migration
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/recast-osc/recast/internal/settings"
+	"github.com/recast-osc/recast/internal/status"
+	"github.com/recast-osc/recast/internal/throttle"
+)
+
+// TestValidateUsesSettings: Options.Validate checks the ranges the live
+// control checks (package settings), chunk-time included; the defaults are
+// the settings' (one --max-lag default).
+func TestValidateUsesSettings(t *testing.T) {
+	o := DefaultOptions()
+	if o.MaxLag != settings.MaxLag.Default || o.ChunkTime != settings.ChunkTime.Default || o.Threads != settings.Threads.Default {
+		t.Fatalf("defaults: max-lag %s chunk-time %s threads %d", o.MaxLag, o.ChunkTime, o.Threads)
+	}
+	o.Database, o.Table, o.Alter = "d", "t", "FORCE"
+	if err := o.Validate(); err != nil {
+		t.Fatalf("defaults refused: %v", err)
+	}
+	for _, c := range []struct {
+		set  func(*Options)
+		want string
+	}{
+		{func(o *Options) { o.ChunkTime = 0 }, "--chunk-time must be 1ms to 1m"},
+		{func(o *Options) { o.ChunkTime = time.Hour }, "--chunk-time must be 1ms to 1m"},
+		{func(o *Options) { o.Threads = 65 }, "--threads must be 1..64"},
+		{func(o *Options) { o.MaxChunkRows = 0 }, "--max-chunk-rows must be 1..10000000"},
+		{func(o *Options) { o.MaxLag = -time.Second }, "--max-lag must be 0 or more"},
+		{func(o *Options) { o.ThrottleHTTP = "localhost:8080" }, "--throttle-http must be an http:// or https:// URL"},
+	} {
+		bad := o
+		c.set(&bad)
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("want %q, got %v", c.want, err)
+		}
+	}
+}
+
+// TestApplierDelayLockFree: the pump's delay hook takes no lock of the
+// Control's (it is asked per event under back-pressure).
+func TestApplierDelayLockFree(t *testing.T) {
+	c := NewControl()
+	th := throttle.New(throttle.Config{})
+	c.th.Store(th)
+	c.mu.Lock()
+	done := make(chan time.Duration, 1)
+	go func() { done <- c.applierDelay() }()
+	select {
+	case d := <-done:
+		if d != 0 {
+			t.Errorf("delay %s without lag", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("applierDelay waits for the Control's mutex")
+	}
+	c.mu.Unlock()
+	c.setPhase(status.PhaseCutOver)
+	if !c.cutting.Load() {
+		t.Error("the cut-over phase is not seen by applierDelay")
+	}
+}

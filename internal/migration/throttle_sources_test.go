@@ -1,0 +1,227 @@
+package migration
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/recast-osc/recast/internal/status"
+	"github.com/recast-osc/recast/internal/testutil"
+	"github.com/recast-osc/recast/internal/throttle"
+)
+
+// TestThrottleQueryCheck: --throttle-query against the server: a number
+// above 0 throttles, 0 does not, an error and a non-number throttle with
+// the reason.
+func TestThrottleQueryCheck(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE flag (n INT)")
+	ctx := ctxFor(t, time.Minute)
+	q := "SELECT COALESCE(SUM(n), 0) FROM " + testutil.QuoteIdent(schema) + ".flag"
+	if r := throttle.QueryCheck(db, q).Run(ctx); r != "" {
+		t.Errorf("empty flag table throttles: %s", r)
+	}
+	testutil.Exec(t, db, "INSERT INTO flag VALUES (2)")
+	if r := throttle.QueryCheck(db, q).Run(ctx); r != "throttle-query returned 2" {
+		t.Errorf("2: %q", r)
+	}
+	if r := throttle.QueryCheck(db, "SELECT * FROM nosuch").Run(ctx); !strings.HasPrefix(r, "throttle-query failed: ") {
+		t.Errorf("error: %q", r)
+	}
+	if r := throttle.QueryCheck(db, "SELECT 'x'").Run(ctx); !strings.Contains(r, "not a number") {
+		t.Errorf("non-number: %q", r)
+	}
+	if r := throttle.QueryCheck(db, "SELECT 1 FROM DUAL WHERE 0").Run(ctx); r != "throttle-query returned no row" {
+		t.Errorf("no row: %q", r)
+	}
+}
+
+// TestThrottleSourcesMigration: a migration with --throttle-query and
+// --throttle-http pauses its copy while either says so (the status shows
+// the reason), completes once both allow it, and --exact-rowcount gives
+// the progress the exact row count.
+func TestThrottleSourcesMigration(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	thrTable(t, db, "t", 3000)
+	testutil.Exec(t, db, "CREATE TABLE flag (n INT)", "INSERT INTO flag VALUES (1)",
+		"INSERT INTO t SELECT seq + 100000, 'later', 1 FROM seq_1_to_777") // the statistics do not know these
+	before := thrDigest(t, db, "t")
+	var code atomic.Int32
+	code.Store(http.StatusTooManyRequests)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(int(code.Load())) }))
+	defer srv.Close()
+
+	o := testOptions(t, schema, "t", "ADD COLUMN c INT")
+	slowCopy(&o)
+	o.ThrottleQuery = "SELECT COALESCE(SUM(n), 0) FROM " + testutil.QuoteIdent(schema) + ".flag"
+	o.ThrottleHTTP = srv.URL
+	o.ExactRowcount = true
+	ctl := NewControl()
+	r := startControlled(t, ctl, o)
+	s := until(t, r, time.Minute, "throttled by the query and the URL", func(s status.Snapshot) bool {
+		return s.Phase == status.PhaseCopy && s.Throttle.Throttled &&
+			strings.Contains(s.Throttle.Reason, "throttle-query returned 1") && strings.Contains(s.Throttle.Reason, "answered 429")
+	})
+	if line := Line(s); !strings.Contains(line, "ETA unknown: the copy is paused") {
+		t.Errorf("progress line while throttled: %s", line)
+	}
+	s = until(t, r, time.Minute, "the exact row count", func(s status.Snapshot) bool { return s.Copy.RowsEstimated == 3777 })
+	copied := s.Copy.RowsCopied
+	time.Sleep(1500 * time.Millisecond)
+	if s := ctl.Status(); s.Copy.RowsCopied > copied+int64(o.Threads*o.MaxChunkRows) {
+		t.Fatalf("the copy went on while throttled: %d then %d rows", copied, s.Copy.RowsCopied)
+	}
+	code.Store(http.StatusOK)
+	until(t, r, time.Minute, "throttled by the query only", func(s status.Snapshot) bool {
+		return s.Throttle.Throttled && !strings.Contains(s.Throttle.Reason, "throttle-http")
+	})
+	testutil.Exec(t, db, "DELETE FROM flag")
+	finishFast(t, ctl)
+	if err := r.wait(t, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if after := thrDigest(t, db, "t"); after != before {
+		t.Errorf("table changed: %s, was %s", after, before)
+	}
+}
+
+// TestThrottleQueryLive: a migration started without --throttle-query gets
+// one while it runs (the socket's throttle-query=, recast ctl set), is
+// throttled by it, and runs on once it is cleared.
+func TestThrottleQueryLive(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	thrTable(t, db, "t", 3000)
+	before := thrDigest(t, db, "t")
+	o := testOptions(t, schema, "t", "ADD COLUMN c INT")
+	slowCopy(&o)
+	ctl := NewControl()
+	r := startControlled(t, ctl, o)
+	until(t, r, time.Minute, "the copy phase", func(s status.Snapshot) bool { return s.Phase == status.PhaseCopy })
+	// An operator's pause holds the copy (on a quiet machine it would
+	// otherwise end before the query is installed); reasons add up.
+	if err := ctl.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if out := status.Command(ctl, "throttle-query=SELECT 7"); !strings.Contains(out, "set") {
+		t.Fatalf("socket throttle-query=: %q", out)
+	}
+	until(t, r, time.Minute, "the live query among the reasons", func(s status.Snapshot) bool {
+		return strings.Contains(s.Throttle.Reason, "throttle-query returned 7")
+	})
+	if err := ctl.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	s := until(t, r, time.Minute, "throttled by the live query alone", func(s status.Snapshot) bool {
+		return s.Throttle.Throttled && strings.Contains(s.Throttle.Reason, "throttle-query returned 7") && !strings.Contains(s.Throttle.Reason, "operator")
+	})
+	if s.Phase != status.PhaseCopy {
+		t.Errorf("phase %s while throttled by the query, want copy", s.Phase)
+	}
+	if s.Settings.ThrottleQuery != "SELECT 7" {
+		t.Errorf("status settings: throttle query %q", s.Settings.ThrottleQuery)
+	}
+	if out := status.Command(ctl, "throttle-query=?"); strings.TrimSpace(out) != "SELECT 7" {
+		t.Errorf("throttle-query=? answered %q", out)
+	}
+	if err := ctl.Set("throttle-query", ""); err != nil {
+		t.Fatal(err)
+	}
+	until(t, r, time.Minute, "no longer throttled by the query", func(s status.Snapshot) bool {
+		return !strings.Contains(s.Throttle.Reason, "throttle-query")
+	})
+	finishFast(t, ctl)
+	if err := r.wait(t, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if after := thrDigest(t, db, "t"); after != before {
+		t.Errorf("table changed: %s, was %s", after, before)
+	}
+}
+
+// TestPacedCopy (--max-latency-ratio): the pacer takes the probe's latency
+// before the copy as its baseline, cuts the copy's duty while the probe is
+// slow (here: a session holds the probe's row lock, so each probe waits
+// its full timeout), lets it grow back once the probe is fast again, shows
+// all of it in the status and the progress line, and the migrated table is
+// the original with the ALTER applied.
+func TestPacedCopy(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	thrTable(t, db, "t", 3000)
+	before := thrDigest(t, db, "t")
+	o := testOptions(t, schema, "t", "ADD COLUMN c INT")
+	slowCopy(&o)
+	o.MaxLatencyRatio = 2
+	ctl := NewControl()
+	r := startControlled(t, ctl, o)
+	s := until(t, r, time.Minute, "the paced copy", func(s status.Snapshot) bool {
+		return s.Phase == status.PhaseCopy && s.Pace != nil && s.Pace.BaselineSeconds > 0
+	})
+	if !strings.Contains(Line(s), "paced: duty") {
+		t.Errorf("progress line without the pacing: %s", Line(s))
+	}
+	// Hold the copy while the pacer is steered (on a quiet machine it
+	// would otherwise end first); the pacer keeps probing.
+	if err := ctl.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback() //nolint:errcheck // after the explicit one: no-op
+	hb := testutil.QuoteIdent(schema) + "." + testutil.QuoteIdent(HeartbeatName("t"))
+	var id int
+	if err := lock.QueryRow("SELECT id FROM " + hb + " WHERE id = 2 FOR UPDATE").Scan(&id); err != nil {
+		t.Fatalf("the probe's row: %v", err)
+	}
+	s = until(t, r, time.Minute, "the duty cut under a slow probe", func(s status.Snapshot) bool {
+		return s.Pace != nil && s.Pace.Duty < 0.2
+	})
+	if s.Pace.CurrentSeconds < 2*s.Pace.BaselineSeconds {
+		t.Errorf("duty %.2f with the probe at %.4f s against a baseline of %.4f s", s.Pace.Duty, s.Pace.CurrentSeconds, s.Pace.BaselineSeconds)
+	}
+	// Live: ratio 0 stops the pacing at once (the probe stays slow), a
+	// ratio again resumes it from where it was.
+	if out := status.Command(ctl, "max-latency-ratio=0"); !strings.Contains(out, "set") {
+		t.Fatalf("socket max-latency-ratio=0: %q", out)
+	}
+	if s := ctl.Status(); s.Pace == nil || s.Pace.Duty != 1 || s.Settings.MaxLatencyRatio != 0 {
+		t.Errorf("after max-latency-ratio=0: pace %+v, setting %v", s.Pace, s.Settings.MaxLatencyRatio)
+	}
+	if out := status.Command(ctl, "max-latency-ratio=1.1"); !strings.Contains(out, "between 1.2 and 100") {
+		t.Errorf("socket max-latency-ratio=1.1: %q", out)
+	}
+	if err := ctl.Set("max-latency-ratio", "3"); err != nil {
+		t.Fatal(err)
+	}
+	if out := status.Command(ctl, "max-latency-ratio=?"); strings.TrimSpace(out) != "3" {
+		t.Errorf("max-latency-ratio=? answered %q", out)
+	}
+	if err := lock.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	until(t, r, time.Minute, "the duty back up once the probe is fast", func(s status.Snapshot) bool {
+		return s.Pace != nil && s.Pace.Duty >= 0.5
+	})
+	if err := ctl.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	finishFast(t, ctl)
+	if err := r.wait(t, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if after := thrDigest(t, db, "t"); after != before {
+		t.Errorf("table changed: %s, was %s", after, before)
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, HeartbeatName("t")).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the heartbeat table is left behind: %d, %v", n, err)
+	}
+}

@@ -1,0 +1,72 @@
+package pipeline
+
+import (
+	"strings"
+
+	"github.com/recast-osc/recast/internal/binlog"
+)
+
+// Values that are SQL expressions (binlog.SQLExpr: MySQL's binary JSON
+// rebuilt with its scalar types) are written into the statement in place of
+// their column's placeholders; every other value is a placeholder argument.
+
+// template is column j's SQL with "?" for its value: its conversion
+// template, else CONVERT(? USING charset), else "?".
+func template(charsets, exprs []string, j int) string {
+	switch {
+	case j < len(exprs) && exprs[j] != "":
+		return exprs[j]
+	case j < len(charsets) && charsets[j] != "":
+		return "CONVERT(? USING " + charsets[j] + ")"
+	}
+	return "?"
+}
+
+// hasExpr reports whether any of the columns cols of image is an SQLExpr.
+func hasExpr(image []any, cols []int) bool {
+	for _, c := range cols {
+		if _, ok := image[c].(binlog.SQLExpr); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// writeValue writes column j's template for v to b and returns args with
+// v's arguments appended.
+func writeValue(b *strings.Builder, args []any, v any, charsets, exprs []string, j int) []any {
+	t := template(charsets, exprs, j)
+	if e, ok := v.(binlog.SQLExpr); ok {
+		b.WriteString(substitute(t, "("+string(e)+")"))
+		return args
+	}
+	b.WriteString(t)
+	return appendArg(args, v, exprs, j)
+}
+
+// substitute replaces each placeholder "?" of t (outside quoted strings and
+// quoted identifiers) with e.
+func substitute(t, e string) string {
+	var b strings.Builder
+	var quote byte
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		switch {
+		case quote != 0:
+			if c == '\\' && quote != '`' && i+1 < len(t) {
+				b.WriteByte(c)
+				i++
+				c = t[i]
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"' || c == '`':
+			quote = c
+		case c == '?':
+			b.WriteString(e)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}

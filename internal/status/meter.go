@@ -1,0 +1,206 @@
+package status
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Reading is one reading of a running migration's counters (package
+// migration takes one a second).
+type Reading struct {
+	At                time.Time
+	Rows              int64 // rows copied (a resumed run's predecessors included)
+	Received, Applied int64 // binlog row changes received and applied
+	Written           int64 // rows the applier wrote
+	EndBytes          int64 // absolute binlog offset of the end (-1 unknown)
+	AppliedBytes      int64 // absolute binlog offset applied (-1 unknown)
+	Throttled         bool
+	Lags              map[string]float64 // replica lag, seconds
+	Phase             string
+}
+
+// HistoryLen is how many one-second readings a Meter keeps (the status
+// page's charts).
+const HistoryLen = 900
+
+// RateWindow is the span rates are measured over.
+const RateWindow = 5 * time.Second
+
+// Meter keeps the recent readings and derives rates, the history and the
+// ETA from them. The zero value is ready; it is safe for concurrent use.
+type Meter struct {
+	mu       sync.Mutex
+	readings []Reading // oldest first
+}
+
+// Add records a reading.
+func (m *Meter) Add(r Reading) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.readings = append(m.readings, r)
+	if len(m.readings) > HistoryLen {
+		m.readings = append(m.readings[:0], m.readings[len(m.readings)-HistoryLen:]...)
+	}
+}
+
+// Last is the latest reading (ok false: none yet).
+func (m *Meter) Last() (r Reading, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.readings) == 0 {
+		return Reading{}, false
+	}
+	return m.readings[len(m.readings)-1], true
+}
+
+// Rates are per-second rates over the last RateWindow of readings.
+type Rates struct {
+	Copy, Incoming, Applied float64 // rows, row changes
+	BinlogIn, BinlogApplied float64 // bytes (-1 unknown)
+}
+
+// Rates measures the rates over the last RateWindow.
+func (m *Meter) Rates() Rates {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := Rates{BinlogIn: -1, BinlogApplied: -1}
+	n := len(m.readings)
+	if n < 2 {
+		return r
+	}
+	last := m.readings[n-1]
+	first := m.readings[0]
+	for i := n - 2; i >= 0; i-- {
+		first = m.readings[i]
+		if last.At.Sub(first.At) >= RateWindow {
+			break
+		}
+	}
+	dt := last.At.Sub(first.At).Seconds()
+	if dt <= 0 {
+		return r
+	}
+	r.Copy = float64(last.Rows-first.Rows) / dt
+	r.Incoming = float64(last.Received-first.Received) / dt
+	r.Applied = float64(last.Applied-first.Applied) / dt
+	if first.EndBytes >= 0 && last.EndBytes >= 0 && first.AppliedBytes >= 0 && last.AppliedBytes >= 0 {
+		r.BinlogIn = float64(last.EndBytes-first.EndBytes) / dt
+		r.BinlogApplied = float64(last.AppliedBytes-first.AppliedBytes) / dt
+	}
+	return r
+}
+
+// History is the readings as GET /history's samples; percent gives the
+// copy's percentage for a reading's rows and phase.
+func (m *Meter) History(percent func(rows int64, phase string) float64) []Sample {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Sample, 0, len(m.readings))
+	for i, s := range m.readings {
+		h := Sample{Time: float64(s.At.UnixMilli()) / 1000, Phase: s.Phase, Percent: percent(s.Rows, s.Phase),
+			BacklogEvents: max(s.Received-s.Applied, 0), Lags: s.Lags, Throttled: s.Throttled}
+		if i > 0 {
+			p := m.readings[i-1]
+			if dt := s.At.Sub(p.At).Seconds(); dt > 0 {
+				h.CopyRate = float64(s.Rows-p.Rows) / dt
+				h.IncomingRate = float64(s.Received-p.Received) / dt
+				h.AppliedRate = float64(s.Applied-p.Applied) / dt
+			}
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// Backlog says whether the applier's backlog drains: "caught up",
+// "draining" (with the seconds to drain it) or "not draining". applying
+// is false before the applier exists.
+func Backlog(s *Snapshot, r Rates, applying bool) (backlog string, drain float64) {
+	// The backlog, in binlog bytes (what is unread counts too): caught up
+	// when what is left takes the binlog about a second to produce.
+	bb := s.Apply.BacklogBytes
+	switch {
+	case !applying:
+	case bb < 0 || r.BinlogIn < 0:
+		if s.Apply.BacklogEvents > 0 && r.Applied <= r.Incoming && s.Apply.BacklogEvents > int64(r.Incoming) {
+			return "not draining", 0
+		}
+	case float64(bb) <= max(256<<10, r.BinlogIn):
+	case r.BinlogApplied > r.BinlogIn:
+		return "draining", float64(bb) / (r.BinlogApplied - r.BinlogIn)
+	default:
+		return "not draining", 0
+	}
+	return "caught up", 0
+}
+
+// Estimate is the time left, from the snapshot (phase, copy, throttle,
+// postponement) and the rates. It is honest: it gives no number when there
+// is no progress to extrapolate from, and when the applier does not gain on
+// the binlog (the backlog would never drain) it says so. cutNote is what
+// the cut-over waits for ("" when it does not wait). Without a number, the
+// text is the reason.
+func Estimate(s *Snapshot, r Rates, backlog string, drain float64, cutNote string) ETA {
+	num := func(secs float64, text string) ETA { return ETA{Seconds: &secs, Text: text} }
+	none := func(text string) ETA { return ETA{Text: text} }
+	switch s.Phase {
+	case PhaseDone:
+		return num(0, "done")
+	case PhaseFailed:
+		return none("failed")
+	case PhaseInspect:
+		return none("measuring (inspecting)")
+	}
+	if backlog == "not draining" {
+		return none(fmt.Sprintf("backlog not draining (applied %s/s ≤ incoming %s/s of binlog)",
+			Bytes(int64(max(r.BinlogApplied, 0))), Bytes(int64(max(r.BinlogIn, 0)))))
+	}
+	switch s.Phase {
+	case PhaseCopy:
+		if s.Copy.Done {
+			break
+		}
+		if s.Throttle.Throttled {
+			return none("the copy is paused (" + s.Throttle.Reason + ")")
+		}
+		if r.Copy <= 0 {
+			return none("measuring (no copy progress measured yet)")
+		}
+		left := float64(max(s.Copy.RowsEstimated-s.Copy.RowsCopied, 0)) / r.Copy
+		text := "copy " + Seconds(left)
+		if drain > 0 {
+			text += " + backlog " + Seconds(drain)
+		}
+		return num(left+drain, text+", then checksum and cut-over")
+	case PhaseChecksum:
+		return none("checksum running (no estimate), then cut-over")
+	case PhaseCutOver:
+		if s.Postponed {
+			return none("cut-over postponed until " + s.Settings.PostponeFlagFile + " is removed (recast ctl cutover)")
+		}
+		if cutNote != "" {
+			return none(cutNote)
+		}
+		return none("cutting over")
+	}
+	// Copy done, catching up.
+	if drain > 0 {
+		return num(drain, "backlog "+Seconds(drain)+", then checksum and cut-over")
+	}
+	return num(0, "caught up: checksum and cut-over next")
+}
+
+// ETALine renders the ETA for a progress line: "ETA 1m40s (copy …)", or
+// "ETA unknown: <reason>" when there is no number.
+func ETALine(e ETA) string {
+	switch {
+	case e.Seconds != nil && e.Text == "done":
+		return "ETA: done"
+	case e.Seconds != nil:
+		return fmt.Sprintf("ETA %s (%s)", Seconds(*e.Seconds), e.Text)
+	case e.Text == "":
+		return "ETA unknown: measuring"
+	}
+	return "ETA unknown: " + e.Text
+}

@@ -1,0 +1,134 @@
+package status
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// series returns n one-second readings: rows copied and binlog end/applied
+// offsets growing at the given rates per second from the given starts.
+func series(n int, rowsPerSec, endStart, endPerSec, appliedStart, appliedPerSec int64) []Reading {
+	t0 := time.Now().Add(-time.Duration(n) * time.Second)
+	var out []Reading
+	for i := int64(0); i < int64(n); i++ {
+		out = append(out, Reading{At: t0.Add(time.Duration(i) * time.Second), Rows: i * rowsPerSec, Phase: PhaseCopy,
+			EndBytes: endStart + i*endPerSec, AppliedBytes: appliedStart + i*appliedPerSec})
+	}
+	return out
+}
+
+// estimate builds what a running migration's snapshot holds from the
+// readings (as package migration's Control does) and estimates.
+func estimate(phase string, rows int64, readings []Reading, throttle Throttle) Snapshot {
+	var m Meter
+	for _, r := range readings {
+		m.Add(r)
+	}
+	r := m.Rates()
+	s := Snapshot{Phase: phase, Throttle: throttle}
+	s.Copy.RowsEstimated = rows
+	s.Apply.BacklogBytes = -1
+	if last, ok := m.Last(); ok {
+		s.Copy.RowsCopied = last.Rows
+		s.Apply.BacklogEvents = max(last.Received-last.Applied, 0)
+		if last.EndBytes >= 0 && last.AppliedBytes >= 0 {
+			s.Apply.BacklogBytes = max(last.EndBytes-last.AppliedBytes, 0)
+		}
+	}
+	backlog, drain := Backlog(&s, r, true)
+	s.Apply.Backlog = backlog
+	s.ETA = Estimate(&s, r, backlog, drain, "")
+	return s
+}
+
+func TestETA(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		name     string
+		phase    string
+		readings []Reading
+		backlog  string
+		seconds  float64 // -1: no number
+		textHas  string
+	}{
+		{name: "copy, caught up", phase: PhaseCopy, readings: series(6, 1000, 0, 100<<10, 0, 100<<10),
+			// 100 000 rows, 5 000 copied, 1 000/s
+			backlog: "caught up", seconds: 95, textHas: "copy 1m35s, then checksum"},
+		{name: "copy, draining backlog", phase: PhaseCopy, readings: series(6, 1000, 10*mib, 100<<10, 0, 100<<10+mib),
+			// backlog 10 MiB + 5*100KiB - 5*(100KiB+1MiB) = 5 MiB, gaining 1 MiB/s
+			backlog: "draining", seconds: 100, textHas: "copy 1m35s + backlog 5s"},
+		{name: "backlog not draining", phase: PhaseCopy, readings: series(6, 1000, 10*mib, 300<<10, 0, 200<<10),
+			backlog: "not draining", seconds: -1, textHas: "backlog not draining"},
+		{name: "no progress yet", phase: PhaseCopy, readings: series(1, 0, 0, 0, 0, 0),
+			backlog: "caught up", seconds: -1, textHas: "measuring"},
+		{name: "catch-up draining", phase: PhaseCatchUp, readings: series(6, 0, 10*mib, 0, 0, mib),
+			backlog: "draining", seconds: 5, textHas: "backlog 5s"},
+		{name: "catch-up, stuck", phase: PhaseCatchUp, readings: series(6, 0, 10*mib, mib, 0, mib),
+			backlog: "not draining", seconds: -1, textHas: "backlog not draining"},
+		{name: "checksum", phase: PhaseChecksum, readings: series(3, 0, 0, 0, 0, 0),
+			backlog: "caught up", seconds: -1, textHas: "checksum running"},
+		{name: "inspect", phase: PhaseInspect, backlog: "caught up", seconds: -1, textHas: "inspecting"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := estimate(c.phase, 100_000, c.readings, Throttle{})
+			if s.Apply.Backlog != c.backlog {
+				t.Errorf("backlog %q, want %q (%s of binlog)", s.Apply.Backlog, c.backlog, Bytes(s.Apply.BacklogBytes))
+			}
+			switch {
+			case c.seconds < 0 && s.ETA.Seconds != nil:
+				t.Errorf("ETA %.1fs, want none (%s)", *s.ETA.Seconds, s.ETA.Text)
+			case c.seconds >= 0 && s.ETA.Seconds == nil:
+				t.Errorf("no ETA (%s), want %.0fs", s.ETA.Text, c.seconds)
+			case c.seconds >= 0 && (*s.ETA.Seconds < c.seconds-1 || *s.ETA.Seconds > c.seconds+1):
+				t.Errorf("ETA %.1fs, want %.0fs", *s.ETA.Seconds, c.seconds)
+			}
+			if !strings.Contains(s.ETA.Text, c.textHas) {
+				t.Errorf("ETA text %q lacks %q", s.ETA.Text, c.textHas)
+			}
+			// On a progress line: a number, or "unknown" with the reason.
+			line := ETALine(s.ETA)
+			if c.seconds < 0 && line != "ETA unknown: "+s.ETA.Text {
+				t.Errorf("progress ETA %q", line)
+			}
+			if c.seconds >= 0 && !strings.HasPrefix(line, "ETA "+Seconds(*s.ETA.Seconds)) {
+				t.Errorf("progress ETA %q", line)
+			}
+		})
+	}
+	// The copy throttled: no number, the reason instead.
+	s := estimate(PhaseCopy, 100_000, series(6, 1000, 0, 0, 0, 0), Throttle{Throttled: true, Reason: "paused by operator"})
+	if s.ETA.Seconds != nil || !strings.Contains(ETALine(s.ETA), "ETA unknown: the copy is paused (paused by operator)") {
+		t.Errorf("throttled: %+v", s.ETA)
+	}
+	if got := ETALine(ETA{}); got != "ETA unknown: measuring" {
+		t.Errorf("empty ETA: %q", got)
+	}
+}
+
+func TestMeterRatesAndHistory(t *testing.T) {
+	var m Meter
+	if r := m.Rates(); r.Copy != 0 || r.BinlogIn != -1 {
+		t.Errorf("rates of no readings: %+v", r)
+	}
+	for _, r := range series(10, 1000, 0, 2048, 0, 1024) {
+		r.Received, r.Applied = r.Rows*2, r.Rows
+		m.Add(r)
+	}
+	r := m.Rates()
+	if r.Copy < 999 || r.Copy > 1001 || r.Incoming < 1999 || r.Incoming > 2001 || r.BinlogIn < 2047 || r.BinlogIn > 2049 || r.BinlogApplied < 1023 || r.BinlogApplied > 1025 {
+		t.Errorf("rates: %+v", r)
+	}
+	h := m.History(func(rows int64, _ string) float64 { return float64(rows) / 100 })
+	if len(h) != 10 || h[9].CopyRate < 999 || h[9].CopyRate > 1001 || h[9].Percent != 90 || h[9].BacklogEvents != 9000 || h[0].CopyRate != 0 {
+		t.Errorf("history: %+v", h[9])
+	}
+	// The history is bounded.
+	t0 := time.Now()
+	for i := range HistoryLen + 50 {
+		m.Add(Reading{At: t0.Add(time.Duration(i) * time.Second)})
+	}
+	if n := len(m.History(func(int64, string) float64 { return 0 })); n != HistoryLen {
+		t.Errorf("history of %d readings", n)
+	}
+}

@@ -1,0 +1,249 @@
+package throttle
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Pacer spaces the copy's chunks so that the application's transactions
+// keep their latency (--max-latency-ratio). It commits a tiny write, the
+// probe, every Every on its own connection; the probe's latency before the
+// copy starts is the baseline. While the copy runs it keeps a duty cycle,
+// the share of each copy thread's time spent inside chunks: when the
+// probe's recent latency is above Ratio × the baseline the duty is cut
+// (multiplicatively), when it is well below it grows back (additively),
+// and after each chunk the thread sleeps so that its chunks fill only that
+// share of its time.
+//
+// recast cannot tell the application's load from its own: on an idle
+// server the copy alone raises the probe's latency, and the pacer slows
+// the copy then too. It is opt-in for that reason.
+type Pacer struct {
+	cfg PacerConfig
+
+	mu      sync.Mutex
+	before  []time.Duration // probes before Begin (the last baselineKeep)
+	recent  []time.Duration // probes since Begin (the last recentKeep)
+	since   int             // probes since the last duty decision
+	decided time.Time       // when the last decision was made
+	base    time.Duration   // baseline: 0 until Begin
+	current time.Duration   // the latency the last decision saw
+	duty    float64
+	began   bool
+}
+
+// PacerConfig configures a Pacer.
+type PacerConfig struct {
+	// Ratio: the probe's recent latency (its 90th percentile over the
+	// last recentKeep probes) may be at most Ratio × the baseline.
+	Ratio float64
+	// Probe runs one probe transaction; its duration is the sample.
+	Probe func(ctx context.Context) error
+	// Every is the time between probes (default 50 ms).
+	Every  time.Duration
+	Logger *slog.Logger
+}
+
+const (
+	baselineKeep = 40 // probes the baseline is taken over (2 s at 50 ms)
+	baselineMin  = 10 // probes Begin waits for at most baselineWait
+	baselineWait = 3 * time.Second
+	recentKeep   = 20                     // probes the current latency is taken over (1 s at 50 ms)
+	decideEvery  = 10                     // probes between duty decisions (500 ms at 50 ms) ...
+	decideAfter  = 500 * time.Millisecond // ... or this long, when probes are slow
+	probeTimeout = time.Second            // a probe taking longer counts as this long
+	minDuty      = 0.02
+	startDuty    = 0.5
+	minBaseline  = 200 * time.Microsecond // a faster probe is noise, not a budget
+	maxPause     = 2 * time.Second
+)
+
+// NewPacer returns a Pacer; Run starts probing.
+func NewPacer(cfg PacerConfig) *Pacer {
+	if cfg.Every <= 0 {
+		cfg.Every = 50 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Pacer{cfg: cfg, duty: startDuty}
+}
+
+// Run probes every Every until ctx ends.
+func (p *Pacer) Run(ctx context.Context) {
+	t := time.NewTicker(p.cfg.Every)
+	defer t.Stop()
+	var lastErr time.Time
+	for {
+		start := time.Now()
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		err := p.cfg.Probe(pctx)
+		cancel()
+		took := time.Since(start)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			took = probeTimeout // a probe that fails or times out counts as slow
+			if time.Since(lastErr) > 10*time.Second {
+				p.cfg.Logger.Warn("pacing: the latency probe failed", "err", err)
+				lastErr = time.Now()
+			}
+		}
+		p.observe(took, time.Now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// observe records one probe's latency, taken at now, and after Begin
+// decides the duty every decideEvery probes or decideAfter.
+func (p *Pacer) observe(d time.Duration, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.began {
+		p.before = keepLast(append(p.before, d), baselineKeep)
+		return
+	}
+	p.recent = keepLast(append(p.recent, d), recentKeep)
+	p.since++
+	if (p.since < decideEvery && now.Sub(p.decided) < decideAfter) || len(p.recent) < min(3, recentKeep) {
+		return
+	}
+	p.since, p.decided = 0, now
+	p.current = percentile(p.recent, 0.9)
+	if p.cfg.Ratio == 0 {
+		return
+	}
+	next := nextDuty(p.duty, p.current, p.base, p.cfg.Ratio)
+	if next != p.duty {
+		p.cfg.Logger.Debug("pacing: copy duty changed", "duty", next, "probe_p90", p.current, "baseline", p.base)
+	}
+	p.duty = next
+}
+
+// Begin ends the baseline (waiting, at most baselineWait, for baselineMin
+// probes): call it just before the copy starts.
+func (p *Pacer) Begin(ctx context.Context) {
+	deadline := time.Now().Add(baselineWait)
+	for {
+		p.mu.Lock()
+		n := len(p.before)
+		if n >= baselineMin || time.Now().After(deadline) || ctx.Err() != nil {
+			p.began, p.decided = true, time.Now()
+			p.base = max(percentile(p.before, 0.9), minBaseline)
+			base := p.base
+			p.mu.Unlock()
+			p.cfg.Logger.Info("pacing the copy by a probe transaction's latency", "baseline_p90", base, "probes", n,
+				"limit", time.Duration(float64(base)*p.cfg.Ratio))
+			return
+		}
+		p.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-time.After(p.cfg.Every):
+		}
+	}
+}
+
+// Pause is the copier's hook after a chunk that took took: it sleeps so
+// that the thread's chunks fill only the duty share of its time.
+func (p *Pacer) Pause(ctx context.Context, took time.Duration) error {
+	d := pauseFor(took, p.Duty())
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// PaceState is what the status shows of the pacer.
+type PaceState struct {
+	Duty              float64
+	Baseline, Current time.Duration // probe p90 before the copy, at the last decision
+	Ratio             float64
+}
+
+// State returns the pacer's current state.
+func (p *Pacer) State() PaceState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	duty := p.duty
+	if p.cfg.Ratio == 0 {
+		duty = 1
+	}
+	return PaceState{Duty: duty, Baseline: p.base, Current: p.current, Ratio: p.cfg.Ratio}
+}
+
+// Duty is the share of a copy thread's time its chunks may fill: 1 before
+// Begin and while the ratio is 0 (pacing turned off at run time).
+func (p *Pacer) Duty() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.began || p.cfg.Ratio == 0 {
+		return 1
+	}
+	return p.duty
+}
+
+// SetRatio changes the ratio while running (0: no pacing; the probe goes
+// on, so that it can be turned on again against the same baseline).
+func (p *Pacer) SetRatio(r float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cfg.Ratio = r
+}
+
+// nextDuty is the controller: cut the duty by 40 % while latency is above
+// ratio × base, grow it by 0.1 while it is below 75 % of that, keep it in
+// between (hysteresis).
+func nextDuty(duty float64, latency, base time.Duration, ratio float64) float64 {
+	limit := float64(base) * ratio
+	switch {
+	case float64(latency) > limit:
+		return max(duty*0.6, minDuty)
+	case float64(latency) < 0.75*limit:
+		return min(duty+0.1, 1)
+	}
+	return duty
+}
+
+// pauseFor is the sleep after a chunk of took at duty d: took × (1−d)/d,
+// at most maxPause.
+func pauseFor(took time.Duration, d float64) time.Duration {
+	if d >= 1 || took <= 0 {
+		return 0
+	}
+	d = max(d, minDuty)
+	return min(time.Duration(float64(took)*(1-d)/d), maxPause)
+}
+
+// percentile is the q-th percentile (nearest rank) of ds; 0 for none.
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(q*float64(len(s)) + 0.5)
+	return s[min(max(i-1, 0), len(s)-1)]
+}
+
+func keepLast(ds []time.Duration, n int) []time.Duration {
+	if len(ds) > n {
+		return append(ds[:0], ds[len(ds)-n:]...)
+	}
+	return ds
+}

@@ -1,0 +1,165 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestNextDuty(t *testing.T) {
+	base := 2 * time.Millisecond
+	for _, c := range []struct {
+		name    string
+		duty    float64
+		latency time.Duration
+		want    float64
+	}{
+		{"above the limit: cut", 0.5, 5 * time.Millisecond, 0.3},
+		{"cut stops at the floor", 0.03, time.Second, minDuty},
+		{"well below: grow", 0.5, 2 * time.Millisecond, 0.6},
+		{"growth stops at 1", 0.95, 1 * time.Millisecond, 1},
+		{"between 75 % and 100 % of the limit: keep", 0.4, 3500 * time.Microsecond, 0.4},
+		{"exactly the limit: keep", 0.4, 4 * time.Millisecond, 0.4},
+	} {
+		if got := nextDuty(c.duty, c.latency, base, 2); diff(got, c.want) > 1e-9 {
+			t.Errorf("%s: nextDuty(%v, %v, %v, 2) = %v, want %v", c.name, c.duty, c.latency, base, got, c.want)
+		}
+	}
+}
+
+func diff(a, b float64) float64 {
+	if a > b {
+		return a - b
+	}
+	return b - a
+}
+
+func TestPauseFor(t *testing.T) {
+	for _, c := range []struct {
+		took time.Duration
+		duty float64
+		want time.Duration
+	}{
+		{100 * time.Millisecond, 1, 0},
+		{100 * time.Millisecond, 0.5, 100 * time.Millisecond},
+		{100 * time.Millisecond, 0.25, 300 * time.Millisecond},
+		{100 * time.Millisecond, 0.001, maxPause}, // floor minDuty: 4.9 s, capped
+		{0, 0.1, 0},
+	} {
+		if got := pauseFor(c.took, c.duty); got != c.want {
+			t.Errorf("pauseFor(%v, %v) = %v, want %v", c.took, c.duty, got, c.want)
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	ms := func(ns ...int) []time.Duration {
+		var out []time.Duration
+		for _, n := range ns {
+			out = append(out, time.Duration(n)*time.Millisecond)
+		}
+		return out
+	}
+	if got := percentile(nil, 0.9); got != 0 {
+		t.Errorf("percentile(nil) = %v", got)
+	}
+	if got := percentile(ms(10, 1, 9, 2, 8, 3, 7, 4, 6, 5), 0.9); got != 9*time.Millisecond {
+		t.Errorf("p90 of 1..10 = %v, want 9ms", got)
+	}
+	if got := percentile(ms(3), 0.9); got != 3*time.Millisecond {
+		t.Errorf("p90 of one = %v", got)
+	}
+	in := ms(5, 1, 3)
+	percentile(in, 0.5)
+	if in[0] != 5*time.Millisecond {
+		t.Error("percentile sorted its input in place")
+	}
+}
+
+// TestPacerFollowsLatency drives a Pacer with a fake probe whose latency
+// the test sets: the baseline comes from the probes before Begin, the duty
+// falls while the probe is slow and comes back once it is fast again.
+func TestPacerFollowsLatency(t *testing.T) {
+	var latency atomic.Int64
+	latency.Store(int64(time.Millisecond))
+	var probes atomic.Int64
+	p := NewPacer(PacerConfig{Ratio: 2, Every: time.Millisecond, Probe: func(ctx context.Context) error {
+		probes.Add(1)
+		time.Sleep(time.Duration(latency.Load()))
+		return nil
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	if p.Duty() != 1 {
+		t.Fatalf("duty before Begin = %v, want 1 (not pacing)", p.Duty())
+	}
+	p.Begin(ctx)
+	st := p.State()
+	if st.Baseline < time.Millisecond || st.Baseline > 20*time.Millisecond {
+		t.Fatalf("baseline %v from 1 ms probes", st.Baseline)
+	}
+	waitFor(t, "the duty to fall under slow probes", func() bool {
+		latency.Store(int64(10 * st.Baseline))
+		return p.Duty() <= 0.1
+	})
+	if d := pauseFor(10*time.Millisecond, p.Duty()); d < 90*time.Millisecond {
+		t.Errorf("a 10 ms chunk at duty %v pauses %v, want ≥ 90 ms", p.Duty(), d)
+	}
+	latency.Store(int64(time.Millisecond))
+	waitFor(t, "the duty to recover under fast probes", func() bool { return p.Duty() == 1 })
+	cancel()
+	<-done
+	if probes.Load() < baselineMin {
+		t.Errorf("%d probes", probes.Load())
+	}
+}
+
+// TestPacerFailingProbe: a probe that fails counts as slow (fail closed).
+func TestPacerFailingProbe(t *testing.T) {
+	var fail atomic.Bool
+	p := NewPacer(PacerConfig{Ratio: 3, Every: time.Millisecond, Probe: func(ctx context.Context) error {
+		if fail.Load() {
+			return errors.New("probe failed")
+		}
+		return nil
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	p.Begin(ctx)
+	fail.Store(true)
+	waitFor(t, "the duty to reach its floor", func() bool { return p.Duty() == minDuty })
+	cancel()
+	<-done
+}
+
+// TestPacerPauseEndsWithContext: a pause ends when ctx does.
+func TestPacerPauseEndsWithContext(t *testing.T) {
+	p := NewPacer(PacerConfig{Ratio: 2, Probe: func(context.Context) error { return nil }})
+	p.began, p.duty = true, minDuty
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := p.Pause(ctx, time.Second); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Pause = %v, want the context's error", err)
+	}
+	if time.Since(start) > time.Second {
+		t.Errorf("Pause took %v after its context ended", time.Since(start))
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
