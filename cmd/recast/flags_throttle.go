@@ -18,6 +18,8 @@ func addThrottleCompatFlags(fs *pflag.FlagSet, o *migration.Options) {
 		"longest a --throttle-http request may take; no answer in time pauses the copy")
 	fs.Float64Var(&o.MaxLatencyRatio, "max-latency-ratio", o.MaxLatencyRatio,
 		"pace the copy so that a probe transaction (a one-row autocommit write, every 50 ms) stays within this many times its latency before the copy (e.g. 2; 0: off); slows the copy even on an idle server")
+	fs.Float64Var(&o.NiceRatio, "nice-ratio", o.NiceRatio,
+		"after each chunk, sleep this many times the chunk's time (gh-ost's --nice-ratio: 1 doubles the copy's time; 0: no sleep)")
 	fs.BoolVar(&o.ExactRowcount, "exact-rowcount", o.ExactRowcount,
 		"count the table's rows (SELECT COUNT(*), in the background) for the progress and the ETA instead of the statistics' estimate")
 }

@@ -31,7 +31,6 @@ var ghostHints = map[string]string{
 	"assume-rbr":                    "a gh-ost flag; recast checks binlog_format itself (use --set-vars binlog_format=ROW for its own sessions)",
 	"switch-to-rbr":                 "a gh-ost flag; recast does not change global settings (SET GLOBAL binlog_format=ROW yourself)",
 	"cut-over":                      "a gh-ost flag; recast's cut-over is always atomic (docs/cutover.md)",
-	"nice-ratio":                    "a gh-ost flag; recast paces the copy with --chunk-time, --threads and the throttle (--max-load, --max-lag)",
 	"default-retries":               "a gh-ost flag; use --cut-over-retries for the cut-over (recast retries other statements itself)",
 	"dml-batch-size":                "a gh-ost flag; recast's applier batches by transaction, with --apply-threads parallel connections",
 	"ssl":                           "a gh-ost flag; use --ssl-mode REQUIRED, VERIFY_CA or VERIFY_IDENTITY",

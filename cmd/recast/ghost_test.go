@@ -79,6 +79,8 @@ func ghostSampleValue(name string) string {
 		return "="
 	case "max-load", "critical-load":
 		return "=Threads_running=50"
+	case "nice-ratio":
+		return "=0.5"
 	case "max-lag-millis", "cut-over-lock-timeout-seconds", "checkpoint-seconds":
 		return "=1500"
 	case "throttle-query":

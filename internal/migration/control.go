@@ -64,6 +64,7 @@ type Control struct {
 	panicFile     string
 	postponeFile  string
 	throttleQuery string // --throttle-query, changeable live
+	niceRatio     float64
 	paused        bool
 
 	hooks       *hookRunner             // the running migration's hooks (hooks.go), for InteractiveCommand
@@ -146,6 +147,7 @@ func (c *Control) init(o Options) {
 	c.maxLag, c.maxLoad, c.critical, c.grace = o.MaxLag, o.MaxLoad, o.CriticalLoad, o.CriticalLoadGrace
 	c.flagFile, c.panicFile, c.postponeFile = o.ThrottleFlagFile, o.PanicFlagFile, o.PostponeCutOverFlagFile
 	c.throttleQuery = o.ThrottleQuery
+	c.niceRatio = o.NiceRatio
 }
 
 // control returns the migration's Control (a private one if none was given).
@@ -183,13 +185,34 @@ func (c *Control) throttleWait(ctx context.Context) error {
 	return nil
 }
 
-// pace is the copier's Pace hook: the pacer's sleep after a chunk
-// (--max-latency-ratio), none without one.
+// pace is the copier's Pace hook: the sleep after a chunk that took took,
+// the longer of --nice-ratio's and the pacer's (--max-latency-ratio).
 func (c *Control) pace(ctx context.Context, took time.Duration) error {
+	c.mu.Lock()
+	d := niceSleep(took, c.niceRatio)
+	c.mu.Unlock()
 	if p := c.pacer(); p != nil {
-		return p.Pause(ctx, took)
+		d = max(d, p.PauseFor(took))
 	}
-	return nil
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// niceSleep is --nice-ratio's sleep after a chunk that took took.
+func niceSleep(took time.Duration, ratio float64) time.Duration {
+	if ratio <= 0 || took <= 0 {
+		return 0
+	}
+	return time.Duration(float64(took) * ratio)
 }
 
 // pacer is the throttle runtime's pacer, nil when the copy is not paced.
@@ -462,6 +485,15 @@ func (c *Control) Set(key, value string) error {
 			return errors.New("max-latency-ratio: this run has no latency probe (start it with --max-latency-ratio to pace the copy)")
 		}
 		c.thr.Pacer().SetRatio(r)
+	case "nice-ratio":
+		r, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return fmt.Errorf("nice-ratio=%s: want a number", value)
+		}
+		if err := settings.NiceRatio(r); err != nil {
+			return err
+		}
+		c.niceRatio = r
 	case "throttle-query":
 		// gh-ost's throttle-query=: from the next poll on (empty: none).
 		c.throttleQuery = value

@@ -2,6 +2,8 @@ package migration
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -83,14 +85,14 @@ func TestControlStatusETA(t *testing.T) {
 func TestControlSettings(t *testing.T) {
 	ctl := etaControl(t, status.PhaseCopy, 1000, nil)
 	for _, kv := range [][2]string{{"threads", "3"}, {"chunk-time", "50ms"}, {"max-chunk-rows", "700"}, {"max-lag", "2s"},
-		{"max-load", "Threads_running=30"}, {"critical-load", "Threads_running=90"}} {
+		{"max-load", "Threads_running=30"}, {"critical-load", "Threads_running=90"}, {"nice-ratio", "1.5"}} {
 		if err := ctl.Set(kv[0], kv[1]); err != nil {
 			t.Fatalf("%s=%s: %v", kv[0], kv[1], err)
 		}
 	}
 	st := ctl.Status().Settings
 	if st.Threads != 3 || st.ChunkTime != "50ms" || st.MaxChunkRows != 700 || st.MaxLag != "2s" ||
-		st.MaxLoad != "Threads_running=30" || st.CriticalLoad != "Threads_running=90" {
+		st.MaxLoad != "Threads_running=30" || st.CriticalLoad != "Threads_running=90" || st.NiceRatio != 1.5 {
 		t.Fatalf("settings: %+v", st)
 	}
 	threads, chunkTime, minRows, maxRows := ctl.cp.Settings()
@@ -98,7 +100,8 @@ func TestControlSettings(t *testing.T) {
 		t.Fatalf("copier settings: %d %s %d %d", threads, chunkTime, minRows, maxRows)
 	}
 	for _, bad := range [][2]string{{"threads", "0"}, {"threads", "65"}, {"chunk-time", "fast"}, {"chunk-time", "0s"},
-		{"max-chunk-rows", "-1"}, {"max-lag", "-1s"}, {"max-load", "Threads_running"}, {"nosuch", "1"}} {
+		{"max-chunk-rows", "-1"}, {"max-lag", "-1s"}, {"max-load", "Threads_running"}, {"nosuch", "1"},
+		{"nice-ratio", "-1"}, {"nice-ratio", "101"}, {"nice-ratio", "slow"}} {
 		if err := ctl.Set(bad[0], bad[1]); err == nil {
 			t.Errorf("%s=%s accepted", bad[0], bad[1])
 		}
@@ -109,6 +112,38 @@ func TestControlSettings(t *testing.T) {
 	ctl.phase = status.PhaseDone
 	if err := ctl.Pause(); err == nil {
 		t.Error("pause after the end accepted")
+	}
+}
+
+// TestNiceRatio (--nice-ratio): after a chunk that took d the copy thread
+// sleeps ratio × d (never less: timers do not fire early), nothing at 0,
+// and an abort ends the sleep.
+func TestNiceRatio(t *testing.T) {
+	ctl := etaControl(t, status.PhaseCopy, 1000, nil)
+	ctx := context.Background()
+	if err := ctl.Set("nice-ratio", "2"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := ctl.pace(ctx, 40*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 80*time.Millisecond {
+		t.Errorf("slept %s after a 40ms chunk at nice-ratio 2", d)
+	}
+	if got := niceSleep(40*time.Millisecond, 0); got != 0 {
+		t.Errorf("nice-ratio 0 sleeps %s", got)
+	}
+	if got := niceSleep(40*time.Millisecond, 0.5); got != 20*time.Millisecond {
+		t.Errorf("nice-ratio 0.5 sleeps %s after 40ms", got)
+	}
+	if err := ctl.Set("nice-ratio", "100"); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := ctl.pace(cctx, time.Second); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a cancelled sleep returned %v", err)
 	}
 }
 

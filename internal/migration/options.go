@@ -111,6 +111,10 @@ type Options struct {
 	// transaction's latency (p90 over the last second) is kept at most this
 	// many times its latency before the copy, by sleeping between chunks.
 	MaxLatencyRatio float64
+	// NiceRatio (gh-ost's --nice-ratio): after each chunk its copy thread
+	// sleeps NiceRatio × the chunk's time (1: the copy takes twice as long);
+	// with MaxLatencyRatio too, the longer of the two sleeps.
+	NiceRatio float64
 	// ExactRowcount (gh-ost's --exact-rowcount): count the rows with
 	// SELECT COUNT(*) in the background at the start, for the progress and
 	// the ETA, instead of the table statistics' estimate.
@@ -193,7 +197,7 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--throttle-http must be an http:// or https:// URL, not %q", o.ThrottleHTTP))
 		}
 	}
-	errs = append(errs, settings.LatencyRatio(o.MaxLatencyRatio))
+	errs = append(errs, settings.LatencyRatio(o.MaxLatencyRatio), settings.NiceRatio(o.NiceRatio))
 	switch o.CopyLock {
 	case "":
 		o.CopyLock = "none"

@@ -116,7 +116,15 @@ var (
 var Aliases = map[string]string{"chunk-size": "max-chunk-rows"}
 
 // LiveKeys are the keys a running migration accepts, in display order.
-var LiveKeys = []string{Threads.Name, ChunkTime.Name, MaxChunkRows.Name, MaxLag.Name, "max-load", "critical-load", "throttle-query", "max-latency-ratio"}
+var LiveKeys = []string{Threads.Name, ChunkTime.Name, MaxChunkRows.Name, MaxLag.Name, "max-load", "critical-load", "throttle-query", "max-latency-ratio", "nice-ratio"}
+
+// NiceRatio checks a --nice-ratio value (gh-ost's range): 0 to 100.
+func NiceRatio(r float64) error {
+	if !(r >= 0 && r <= 100) {
+		return fmt.Errorf("--nice-ratio must be between 0 and 100, not %g", r)
+	}
+	return nil
+}
 
 // LatencyRatio checks a --max-latency-ratio value: 0 (off) or 1.2 to 100.
 func LatencyRatio(r float64) error {

@@ -44,7 +44,7 @@ type Controller interface {
 }
 
 // SettableKeys are the keys Set accepts.
-var SettableKeys = []string{"threads", "chunk-time", "max-chunk-rows", "max-lag", "max-load", "critical-load", "throttle-query", "max-latency-ratio"}
+var SettableKeys = []string{"threads", "chunk-time", "max-chunk-rows", "max-lag", "max-load", "critical-load", "throttle-query", "max-latency-ratio", "nice-ratio"}
 
 // Snapshot is GET /status.
 type Snapshot struct {
@@ -148,6 +148,7 @@ type Settings struct {
 	MaxChunkRows      int     `json:"max_chunk_rows"`
 	MaxLag            string  `json:"max_lag"`
 	MaxLatencyRatio   float64 `json:"max_latency_ratio"`
+	NiceRatio         float64 `json:"nice_ratio"`
 	MaxLoad           string  `json:"max_load"`
 	CriticalLoad      string  `json:"critical_load"`
 	CriticalLoadGrace string  `json:"critical_load_grace"`

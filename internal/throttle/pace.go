@@ -169,6 +169,11 @@ func (p *Pacer) Pause(ctx context.Context, took time.Duration) error {
 	}
 }
 
+// PauseFor is the sleep Pause would take after a chunk that took took.
+func (p *Pacer) PauseFor(took time.Duration) time.Duration {
+	return pauseFor(took, p.Duty())
+}
+
 // PaceState is what the status shows of the pacer.
 type PaceState struct {
 	Duty              float64
