@@ -194,17 +194,7 @@ func (c *Control) pace(ctx context.Context, took time.Duration) error {
 	if p := c.pacer(); p != nil {
 		d = max(d, p.PauseFor(took))
 	}
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return throttle.Sleep(ctx, d)
 }
 
 // niceSleep is --nice-ratio's sleep after a chunk that took took.

@@ -155,7 +155,12 @@ func (p *Pacer) Begin(ctx context.Context) {
 // Pause is the copier's hook after a chunk that took took: it sleeps so
 // that the thread's chunks fill only the duty share of its time.
 func (p *Pacer) Pause(ctx context.Context, took time.Duration) error {
-	d := pauseFor(took, p.Duty())
+	return Sleep(ctx, pauseFor(took, p.Duty()))
+}
+
+// Sleep waits d or until ctx ends, and returns ctx's error then; a d of
+// zero or less only reports ctx's error.
+func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
