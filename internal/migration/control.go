@@ -463,27 +463,8 @@ func (c *Control) Set(key, value string) error {
 		if th != nil {
 			after = func() { th.SetMaxLag(d) }
 		}
-	case "max-latency-ratio":
-		r, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return fmt.Errorf("max-latency-ratio=%s: want a number", value)
-		}
-		if err := settings.LatencyRatio(r); err != nil {
-			return err
-		}
-		if c.thr == nil || c.thr.Pacer() == nil {
-			return errors.New("max-latency-ratio: this run has no latency probe (start it with --max-latency-ratio to pace the copy)")
-		}
-		c.thr.Pacer().SetRatio(r)
-	case "nice-ratio":
-		r, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return fmt.Errorf("nice-ratio=%s: want a number", value)
-		}
-		if err := settings.NiceRatio(r); err != nil {
-			return err
-		}
-		c.niceRatio = r
+	case "max-latency-ratio", "nice-ratio":
+		return c.setPacing(key, value)
 	case "throttle-query":
 		// gh-ost's throttle-query=: from the next poll on (empty: none).
 		c.throttleQuery = value
@@ -493,6 +474,29 @@ func (c *Control) Set(key, value string) error {
 	default:
 		return fmt.Errorf("unknown setting %q: settable are %s", key, strings.Join(settings.LiveKeys, ", "))
 	}
+	return nil
+}
+
+// setPacing sets max-latency-ratio or nice-ratio; c.mu is held.
+func (c *Control) setPacing(key, value string) error {
+	r, err := strconv.ParseFloat(value, 64)
+	if err != nil {
+		return fmt.Errorf("%s=%s: want a number", key, value)
+	}
+	if key == "nice-ratio" {
+		if err := settings.NiceRatio(r); err != nil {
+			return err
+		}
+		c.niceRatio = r
+		return nil
+	}
+	if err := settings.LatencyRatio(r); err != nil {
+		return err
+	}
+	if c.thr == nil || c.thr.Pacer() == nil {
+		return errors.New("max-latency-ratio: this run has no latency probe (start it with --max-latency-ratio to pace the copy)")
+	}
+	c.thr.Pacer().SetRatio(r)
 	return nil
 }
 
