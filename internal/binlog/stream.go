@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -81,6 +83,11 @@ type Config struct {
 	Socket string
 	// TLSConfig, when set, encrypts the connection (dbconn.Config.BinlogTLS).
 	TLSConfig *tls.Config
+	// AppRows, when set, counts the rows events of tables other than Marks
+	// and Own (tables in Table's schema that are the tool's own): the
+	// application's writes, for the copy's pacer.
+	AppRows *atomic.Uint64
+	Own     []string
 }
 
 // Stream reads the binlog from a position and returns the watched table's
@@ -350,6 +357,9 @@ func (s *Stream) handle(be *replication.BinlogEvent) (Event, bool, error) {
 
 	switch ev := be.Event.(type) {
 	case *replication.RowsEvent:
+		if s.cfg.AppRows != nil && !s.isOwn(ev.Table) {
+			s.cfg.AppRows.Add(1)
+		}
 		if s.isMarks(ev.Table) {
 			if s.prefixTo != nil {
 				return Event{}, false, nil
@@ -517,6 +527,14 @@ func (s *Stream) watched(tm *replication.TableMapEvent) bool {
 
 func (s *Stream) isMarks(tm *replication.TableMapEvent) bool {
 	return s.cfg.Marks != "" && tm != nil && string(tm.Schema) == s.cfg.Table.Schema && string(tm.Table) == s.cfg.Marks
+}
+
+// isOwn: the table is Marks or one of Own.
+func (s *Stream) isOwn(tm *replication.TableMapEvent) bool {
+	if tm == nil || string(tm.Schema) != s.cfg.Table.Schema {
+		return false
+	}
+	return s.isMarks(tm) || slices.Contains(s.cfg.Own, string(tm.Table))
 }
 
 // markValues returns the mark column (the second) of each after image of a

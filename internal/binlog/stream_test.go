@@ -9,8 +9,11 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/recast-osc/recast/internal/table"
 	"github.com/recast-osc/recast/internal/testutil"
@@ -804,5 +807,46 @@ func TestGTIDsMatchServer(t *testing.T) {
 	}
 	if !slices.Equal(set(server), set(last.GTID)) {
 		t.Errorf("boundary %s: the stream says GTIDs %s, the server's BINLOG_GTID_POS %s", last, last.GTID, server)
+	}
+}
+
+// TestAppRows: the rows events of every table but the tool's own (Own,
+// Marks) are counted as the application's writes.
+func TestAppRows(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "CREATE TABLE _t_new (id INT PRIMARY KEY, v INT)",
+		"CREATE TABLE _t_wm (slot INT PRIMARY KEY, mark BIGINT)", "CREATE TABLE other (id INT PRIMARY KEY)")
+	tb := loadTable(t, db, schema, "t")
+	from := currentPos(t, db)
+	testutil.Exec(t, db, "INSERT INTO _t_new VALUES (1, 1), (2, 2)", "INSERT INTO _t_wm VALUES (1, 7)",
+		"INSERT INTO other VALUES (1), (2), (3)", "INSERT INTO t VALUES (1, 1)", "UPDATE t SET v = 2")
+	end := currentPos(t, db)
+	var n atomic.Uint64
+	cfg := testConfig(t, tb, "")
+	cfg.Marks, cfg.AppRows, cfg.Own = "_t_wm", &n, []string{"_t_new"}
+	s := openStream(t, cfg, from)
+	c := collect(t, s, end)
+	if len(c.rows) != 2 {
+		t.Fatalf("%d row changes of t, want 2", len(c.rows))
+	}
+	// other's insert, t's insert and update; concurrent tests' writes in
+	// other schemas count too (they are the application's, for the pacer).
+	if got := n.Load(); got < 3 {
+		t.Errorf("%d application rows events, want at least 3", got)
+	}
+	tm := func(sch, name string) *replication.TableMapEvent {
+		return &replication.TableMapEvent{Schema: []byte(sch), Table: []byte(name)}
+	}
+	for _, c := range []struct {
+		schema, table string
+		own           bool
+	}{
+		{schema, "_t_new", true}, {schema, "_t_wm", true}, {schema, "t", false}, {schema, "other", false},
+		{"elsewhere", "_t_new", false},
+	} {
+		if got := s.isOwn(tm(c.schema, c.table)); got != c.own {
+			t.Errorf("isOwn(%s.%s) = %v, want %v", c.schema, c.table, got, c.own)
+		}
 	}
 }

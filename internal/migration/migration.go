@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/recast-osc/recast/internal/check"
 	"github.com/recast-osc/recast/internal/checkpoint"
 	"github.com/recast-osc/recast/internal/checksum"
+	"github.com/recast-osc/recast/internal/copier"
 	"github.com/recast-osc/recast/internal/cutover"
 	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/ddl"
@@ -233,6 +235,15 @@ type migrator struct {
 	// (OldTableName: timestamped with --timestamp-old-table).
 	oldName string
 	hooks   *hookRunner // --hooks-path (hooks.go); nil: none
+	// appRows counts the binlog's rows events of the application's tables
+	// (all but ownTables): the pacer's sign that the application writes.
+	appRows atomic.Uint64
+}
+
+// ownTables are the tables recast writes in the source table's schema.
+func ownTables(t string) []string {
+	return []string{GhostName(t), HeartbeatName(t), copier.MarksName(t), checkpoint.TableName(t), ProbeName(t),
+		cutover.SentryName(t), cutover.SwapName(t)}
 }
 
 // inspect runs the preflight checks (package check) in their fixed order:

@@ -82,7 +82,9 @@ func Line(s status.Snapshot) string {
 	if s.Throttle.Throttled {
 		fmt.Fprintf(&b, " | throttled: %s", s.Throttle.Reason)
 	}
-	if s.Pace != nil && s.Phase == status.PhaseCopy && !s.Copy.Done {
+	if s.Pace != nil && s.Phase == status.PhaseCopy && !s.Copy.Done && s.Pace.AppIdle {
+		b.WriteString(" | paced: application idle, full speed")
+	} else if s.Pace != nil && s.Phase == status.PhaseCopy && !s.Copy.Done {
 		fmt.Fprintf(&b, " | paced: duty %.0f%% (probe %s, %s before)", 100*s.Pace.Duty,
 			time.Duration(s.Pace.CurrentSeconds*float64(time.Second)).Round(10*time.Microsecond),
 			time.Duration(s.Pace.BaselineSeconds*float64(time.Second)).Round(10*time.Microsecond))

@@ -1,13 +1,16 @@
 package migration
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/status"
 	"github.com/recast-osc/recast/internal/testutil"
 	"github.com/recast-osc/recast/internal/throttle"
@@ -155,6 +158,25 @@ func TestPacedCopy(t *testing.T) {
 	db := testutil.DB(t, schema)
 	thrTable(t, db, "t", 3000)
 	before := thrDigest(t, db, "t")
+	// The application: writes to another table, which the pacer sees in
+	// the binlog (without it the pacer would let the copy run unpaced).
+	testutil.Exec(t, db, "CREATE TABLE app (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+	appCtx, stopApp := context.WithCancel(context.Background())
+	appDone := make(chan struct{})
+	go func() {
+		defer close(appDone)
+		for appCtx.Err() == nil {
+			if _, err := db.ExecContext(appCtx, "INSERT INTO app (v) VALUES (1)"); err != nil && appCtx.Err() == nil {
+				t.Errorf("application write: %v", err)
+				return
+			}
+			select {
+			case <-appCtx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { stopApp(); <-appDone }()
 	o := testOptions(t, schema, "t", "ADD COLUMN c INT")
 	slowCopy(&o)
 	o.MaxLatencyRatio = 2
@@ -184,6 +206,9 @@ func TestPacedCopy(t *testing.T) {
 	s = until(t, r, time.Minute, "the duty cut under a slow probe", func(s status.Snapshot) bool {
 		return s.Pace != nil && s.Pace.Duty < 0.2
 	})
+	if s.Pace.AppIdle {
+		t.Error("the application is writing, yet the pacer calls it idle")
+	}
 	if s.Pace.CurrentSeconds < 2*s.Pace.BaselineSeconds {
 		t.Errorf("duty %.2f with the probe at %.4f s against a baseline of %.4f s", s.Pace.Duty, s.Pace.CurrentSeconds, s.Pace.BaselineSeconds)
 	}
@@ -223,5 +248,61 @@ func TestPacedCopy(t *testing.T) {
 	var n int
 	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, HeartbeatName("t")).Scan(&n); err != nil || n != 0 {
 		t.Errorf("the heartbeat table is left behind: %d, %v", n, err)
+	}
+}
+
+// TestActiveSessions: the pacer's view of the application in the
+// processlist: another session's statement counts, recast's own (tagged)
+// statements and the asking session do not.
+func TestActiveSessions(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	ctx := ctxFor(t, time.Minute)
+	sleeper := func(stmt string) (id int64, done chan error) {
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		done = make(chan error, 1)
+		go func() {
+			var v int
+			done <- conn.QueryRowContext(ctx, stmt).Scan(&v)
+		}()
+		return id, done
+	}
+	appID, appDone := sleeper("SELECT SLEEP(3)")
+	ownID, ownDone := sleeper(dbconn.Tag + "SELECT SLEEP(3)")
+	var seen []throttle.ActiveSession
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		var err error
+		if seen, err = throttle.ActiveSessions(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(seen, func(a throttle.ActiveSession) bool { return a.ID == appID }) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var sawApp bool
+	for _, a := range seen {
+		switch a.ID {
+		case appID:
+			sawApp = strings.Contains(a.Statement, "SLEEP(3)")
+		case ownID:
+			t.Errorf("recast's own statement counted as the application's: %+v", a)
+		}
+	}
+	if !sawApp {
+		t.Errorf("the application's SELECT SLEEP(3) (session %d) not among the active sessions %+v", appID, seen)
+	}
+	for _, ch := range []chan error{appDone, ownDone} {
+		if err := <-ch; err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -139,6 +139,9 @@ type Pace struct {
 	Ratio           float64 `json:"max_latency_ratio"`
 	BaselineSeconds float64 `json:"probe_baseline_seconds"` // probe p90 before the copy
 	CurrentSeconds  float64 `json:"probe_current_seconds"`  // probe p90 at the last decision
+	// AppIdle: no application activity seen for a while; the copy runs
+	// unpaced (Duty 1) until there is.
+	AppIdle bool `json:"application_idle"`
 }
 
 // Settings are the values Set changes.

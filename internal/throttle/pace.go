@@ -18,9 +18,11 @@ import (
 // and after each chunk the thread sleeps so that its chunks fill only that
 // share of its time.
 //
-// recast cannot tell the application's load from its own: on an idle
-// server the copy alone raises the probe's latency, and the pacer slows
-// the copy then too. It is opt-in for that reason.
+// On an idle server the copy alone raises the probe's latency. With Active
+// set, the pacer asks every activeEvery whether the application is using
+// the server, and while it has not seen the application for idleAfter the
+// copy runs at full duty (there is nobody to protect) and the duty is held
+// where it was, to be used again as soon as the application shows up.
 type Pacer struct {
 	cfg PacerConfig
 
@@ -33,6 +35,11 @@ type Pacer struct {
 	current time.Duration   // the latency the last decision saw
 	duty    float64
 	began   bool
+
+	polled     bool      // Active has answered at least once
+	lastActive time.Time // when Active last said the application was there
+	wasIdle    bool      // idle at the last answer (for the log)
+	logged     time.Time // the last idle/active log at Info
 }
 
 // PacerConfig configures a Pacer.
@@ -43,7 +50,10 @@ type PacerConfig struct {
 	// Probe runs one probe transaction; its duration is the sample.
 	Probe func(ctx context.Context) error
 	// Every is the time between probes (default 50 ms).
-	Every  time.Duration
+	Every time.Duration
+	// Active, when set, tells whether the application is using the server
+	// now; asked every activeEvery. An error counts as "in use".
+	Active func(ctx context.Context) (bool, error)
 	Logger *slog.Logger
 }
 
@@ -59,6 +69,8 @@ const (
 	startDuty    = 0.5
 	minBaseline  = 200 * time.Microsecond // a faster probe is noise, not a budget
 	maxPause     = 2 * time.Second
+	activeEvery  = 250 * time.Millisecond // how often Active is asked ...
+	idleAfter    = 2 * time.Second        // ... and how long it must say no before the copy runs unpaced
 )
 
 // NewPacer returns a Pacer; Run starts probing.
@@ -76,8 +88,22 @@ func NewPacer(cfg PacerConfig) *Pacer {
 func (p *Pacer) Run(ctx context.Context) {
 	t := time.NewTicker(p.cfg.Every)
 	defer t.Stop()
-	var lastErr time.Time
+	var lastErr, lastPoll time.Time
 	for {
+		if p.cfg.Active != nil && time.Since(lastPoll) >= activeEvery {
+			lastPoll = time.Now()
+			actx, cancel := context.WithTimeout(ctx, probeTimeout)
+			active, err := p.cfg.Active(actx)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil && time.Since(lastErr) > 10*time.Second {
+				p.cfg.Logger.Warn("pacing: cannot tell whether the application is active (taken as active)", "err", err)
+				lastErr = time.Now()
+			}
+			p.noteActive(active || err != nil, time.Now())
+		}
 		start := time.Now()
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 		err := p.cfg.Probe(pctx)
@@ -118,14 +144,51 @@ func (p *Pacer) observe(d time.Duration, now time.Time) {
 	}
 	p.since, p.decided = 0, now
 	p.current = percentile(p.recent, 0.9)
-	if p.cfg.Ratio == 0 {
-		return
+	if p.cfg.Ratio == 0 || p.idleAt(now) {
+		return // not pacing, or only the copy is there: the duty is held
 	}
 	next := nextDuty(p.duty, p.current, p.base, p.cfg.Ratio)
 	if next != p.duty {
 		p.cfg.Logger.Debug("pacing: copy duty changed", "duty", next, "probe_p90", p.current, "baseline", p.base)
 	}
 	p.duty = next
+}
+
+// noteActive records Active's answer at now.
+func (p *Pacer) noteActive(active bool, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if active {
+		p.lastActive = now
+	}
+	if !p.polled {
+		p.polled = true
+		if !active {
+			p.lastActive = now.Add(-idleAfter) // idle from the first "no"
+		}
+	}
+	idle := p.idleAt(now)
+	if idle == p.wasIdle {
+		return
+	}
+	p.wasIdle = idle
+	level := slog.LevelInfo // a state change, at most one a minute at Info (an intermittent application flaps)
+	if now.Sub(p.logged) < time.Minute {
+		level = slog.LevelDebug
+	} else {
+		p.logged = now
+	}
+	if idle {
+		p.cfg.Logger.Log(context.Background(), level, "pacing: no application activity seen; the copy runs unpaced until there is", "for", idleAfter)
+	} else {
+		p.cfg.Logger.Log(context.Background(), level, "pacing: the application is active; the copy is paced again", "duty", p.duty)
+	}
+}
+
+// idleAt tells whether the application has been absent, by Active's
+// answers, for idleAfter at now; p.mu is held.
+func (p *Pacer) idleAt(now time.Time) bool {
+	return p.cfg.Active != nil && p.polled && now.Sub(p.lastActive) >= idleAfter
 }
 
 // Begin ends the baseline (waiting, at most baselineWait, for baselineMin
@@ -184,25 +247,27 @@ type PaceState struct {
 	Duty              float64
 	Baseline, Current time.Duration // probe p90 before the copy, at the last decision
 	Ratio             float64
+	Idle              bool // no application activity seen for a while: the copy is not paced
 }
 
 // State returns the pacer's current state.
 func (p *Pacer) State() PaceState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	duty := p.duty
-	if p.cfg.Ratio == 0 {
+	duty, idle := p.duty, p.idleAt(time.Now())
+	if p.cfg.Ratio == 0 || idle {
 		duty = 1
 	}
-	return PaceState{Duty: duty, Baseline: p.base, Current: p.current, Ratio: p.cfg.Ratio}
+	return PaceState{Duty: duty, Baseline: p.base, Current: p.current, Ratio: p.cfg.Ratio, Idle: idle}
 }
 
 // Duty is the share of a copy thread's time its chunks may fill: 1 before
-// Begin and while the ratio is 0 (pacing turned off at run time).
+// Begin, while the ratio is 0 (pacing turned off at run time) and while
+// the application is idle (Active).
 func (p *Pacer) Duty() float64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.began || p.cfg.Ratio == 0 {
+	if !p.began || p.cfg.Ratio == 0 || p.idleAt(time.Now()) {
 		return 1
 	}
 	return p.duty

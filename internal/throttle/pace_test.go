@@ -153,6 +153,99 @@ func TestPacerPauseEndsWithContext(t *testing.T) {
 	}
 }
 
+// TestPacerHoldsWhileIdle: with Active saying no, the copy runs at full
+// duty and slow probes (the copy's own) do not cut the held duty; once the
+// application shows up the duty applies and follows the probe again, and
+// it takes idleAfter without activity to run unpaced again.
+func TestPacerHoldsWhileIdle(t *testing.T) {
+	p := NewPacer(PacerConfig{Ratio: 2, Probe: func(context.Context) error { return nil },
+		Active: func(context.Context) (bool, error) { return false, nil }})
+	t0 := time.Now()
+	p.began, p.base, p.duty, p.decided = true, time.Millisecond, 0.5, t0
+	if p.idleAt(t0) {
+		t.Fatal("idle before Active answered")
+	}
+	p.noteActive(false, t0)
+	if !p.idleAt(t0) {
+		t.Fatal("not idle after Active's first no")
+	}
+	now := t0
+	slow := func(n int) {
+		for range n {
+			now = now.Add(50 * time.Millisecond)
+			p.observe(10*time.Millisecond, now)
+		}
+	}
+	slow(40)
+	if p.duty != 0.5 {
+		t.Fatalf("duty %v after slow probes while idle, want 0.5 held", p.duty)
+	}
+	p.noteActive(true, now)
+	activeAt := now
+	if p.idleAt(now) {
+		t.Fatal("idle right after Active said yes")
+	}
+	slow(10)
+	if p.duty >= 0.5 {
+		t.Fatalf("duty %v after slow probes while active, want it cut", p.duty)
+	}
+	held := p.duty
+	p.noteActive(false, activeAt.Add(idleAfter-time.Millisecond))
+	if p.idleAt(activeAt.Add(idleAfter - time.Millisecond)) {
+		t.Fatal("idle before idleAfter without activity")
+	}
+	if !p.idleAt(activeAt.Add(idleAfter)) {
+		t.Fatal("not idle idleAfter after the last activity")
+	}
+	p.lastActive = time.Now().Add(-idleAfter) // State and Duty read the clock
+	if st := p.State(); !st.Idle || st.Duty != 1 || p.Duty() != 1 {
+		t.Fatalf("state %+v, Duty %v while idle; want idle at duty 1", st, p.Duty())
+	}
+	if p.duty != held {
+		t.Fatalf("held duty %v, want %v", p.duty, held)
+	}
+}
+
+// TestPacerActivity runs a Pacer whose probe is always slow: the duty is 1
+// while Active says no, falls once it says yes or fails (an error counts as
+// activity), and is 1 again idleAfter after the last yes.
+func TestPacerActivity(t *testing.T) {
+	var active, failing atomic.Bool
+	var slow atomic.Bool
+	p := NewPacer(PacerConfig{Ratio: 2, Every: time.Millisecond,
+		Probe: func(ctx context.Context) error {
+			if slow.Load() {
+				time.Sleep(5 * time.Millisecond)
+			}
+			return nil
+		},
+		Active: func(context.Context) (bool, error) {
+			if failing.Load() {
+				return false, errors.New("processlist unreadable")
+			}
+			return active.Load(), nil
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	p.Begin(ctx)
+	slow.Store(true)
+	waitFor(t, "the idle state", func() bool { return p.State().Idle })
+	time.Sleep(600 * time.Millisecond) // more than one decision period of slow probes
+	if d := p.Duty(); d != 1 {
+		t.Fatalf("duty %v while the application is idle, want 1", d)
+	}
+	active.Store(true)
+	waitFor(t, "the duty to fall with the application active", func() bool { return p.Duty() < 0.2 })
+	active.Store(false)
+	waitFor(t, "the idle state again", func() bool { return p.Duty() == 1 && p.State().Idle })
+	failing.Store(true)
+	waitFor(t, "a failing Active to count as active", func() bool { return p.Duty() < 1 && !p.State().Idle })
+	cancel()
+	<-done
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

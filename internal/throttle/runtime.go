@@ -40,6 +40,11 @@ type RuntimeConfig struct {
 	// PaceRatio > 0 starts a Pacer (--max-latency-ratio): its probe writes
 	// row 2 of the heartbeat table, created for it if lag is not watched.
 	PaceRatio float64
+	// AppWrites, when set, counts the application's row events the binlog
+	// reader has seen (those of tables other than recast's own): a change
+	// tells the pacer the application is active, as does another session
+	// running a statement (the processlist).
+	AppWrites func() uint64
 }
 
 // Runtime is a migration's throttling at run time: the replicas found, their
@@ -133,7 +138,7 @@ func (rt *Runtime) startPacer(ctx context.Context) error {
 		}
 		return err
 	}
-	rt.pacer = NewPacer(PacerConfig{Ratio: cfg.PaceRatio, Probe: probe, Logger: cfg.Logger})
+	rt.pacer = NewPacer(PacerConfig{Ratio: cfg.PaceRatio, Probe: probe, Active: activity(cfg.Primary, cfg.AppWrites, cfg.Logger), Logger: cfg.Logger})
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()
@@ -145,6 +150,62 @@ func (rt *Runtime) startPacer(ctx context.Context) error {
 		rt.pacer.Run(ctx)
 	}()
 	return nil
+}
+
+// activeSessions lists the other sessions running a statement that is not
+// recast's (dbconn.Tag): the application's reads and writes in flight.
+const activeSessions = `/* recast */ SELECT ID, LEFT(IFNULL(INFO, ''), 100) FROM information_schema.PROCESSLIST
+	WHERE ID <> CONNECTION_ID() AND COMMAND IN ('Query', 'Execute', 'Fetch', 'Prepare')
+	AND (INFO IS NULL OR INFO NOT LIKE '/* recast */%') LIMIT 20`
+
+// ActiveSession is a session running a statement that is not recast's.
+type ActiveSession struct {
+	ID        int64
+	Statement string // its first 100 characters
+}
+
+// ActiveSessions lists (up to 20 of) the other sessions running a statement
+// that is not recast's: the application's reads and writes in flight.
+func ActiveSessions(ctx context.Context, db *sql.DB) ([]ActiveSession, error) {
+	rows, err := db.QueryContext(ctx, activeSessions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ActiveSession
+	for rows.Next() {
+		var a ActiveSession
+		if err := rows.Scan(&a.ID, &a.Statement); err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// activity is the pacer's Active: the application is active when the
+// binlog reader has seen a row event of its since the last call, or when
+// another session is running a statement of its now.
+func activity(db *sql.DB, writes func() uint64, log *slog.Logger) func(ctx context.Context) (bool, error) {
+	var last uint64
+	return func(ctx context.Context) (bool, error) {
+		if writes != nil {
+			n := writes()
+			changed := n != last
+			last = n
+			if changed {
+				return true, nil
+			}
+		}
+		active, err := ActiveSessions(ctx, db)
+		if err != nil {
+			return true, err
+		}
+		if len(active) > 0 && log.Enabled(ctx, slog.LevelDebug) {
+			log.Debug("pacing: application session active", "id", active[0].ID, "statement", active[0].Statement, "sessions", len(active))
+		}
+		return len(active) > 0, nil
+	}
 }
 
 // Pacer is the copy's pacer, nil unless PaceRatio > 0.
