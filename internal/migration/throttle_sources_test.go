@@ -172,7 +172,7 @@ func TestPacedCopy(t *testing.T) {
 			}
 			select {
 			case <-appCtx.Done():
-			case <-time.After(20 * time.Millisecond):
+			case <-time.After(10 * time.Millisecond):
 			}
 		}
 	}()

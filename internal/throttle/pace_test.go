@@ -256,3 +256,51 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestActivityWindow: a trickle of application rows events or a session
+// seen once is not a load; 50 rows events or two sightings within the
+// last 8 polls are, and they age out of the window.
+func TestActivityWindow(t *testing.T) {
+	var w activityWindowState
+	counter := uint64(1000)
+	poll := func(events uint64, session bool) bool {
+		counter += events
+		return w.add(counter, session)
+	}
+	if poll(0, false) {
+		t.Fatal("first poll: the counter's past counts as activity")
+	}
+	for i := range 20 { // a heartbeat: 5 rows events a poll (20/s)
+		if poll(5, false) {
+			t.Fatalf("poll %d: a 20/s heartbeat counted as the application", i)
+		}
+	}
+	if poll(0, true) {
+		t.Fatal("one session seen once counted as a load")
+	}
+	if !poll(0, true) {
+		t.Fatal("a session seen in two polls of the window: not active")
+	}
+	for i := range activityWindow - 2 {
+		if !poll(0, false) {
+			t.Fatalf("poll %d after the sightings: both are in the window, yet not active", i)
+		}
+	}
+	if poll(0, false) {
+		t.Fatal("a sighting older than the window still counts")
+	}
+	if !poll(activeRowsEvents, false) {
+		t.Fatal("50 rows events in one poll: not active")
+	}
+	for range activityWindow - 1 {
+		if !poll(0, false) {
+			t.Fatal("the rows events left the window too early")
+		}
+	}
+	if poll(0, false) {
+		t.Fatal("the rows events did not leave the window")
+	}
+	if poll(0, false) || w.add(counter-10, false) {
+		t.Fatal("a counter that went back (a new stream) counted as activity")
+	}
+}

@@ -183,19 +183,25 @@ func ActiveSessions(ctx context.Context, db *sql.DB) ([]ActiveSession, error) {
 	return out, rows.Err()
 }
 
-// activity is the pacer's Active: the application is active when the
-// binlog reader has seen a row event of its since the last call, or when
-// another session is running a statement of its now.
+// The application counts as active when, over the last activityWindow
+// polls of activity (activeEvery apart: 2 s), the binlog reader saw at
+// least activeRowsEvents of its rows events or a poll found one of its
+// sessions running a statement at least activePolls times. Below that it
+// is a heartbeat or a trickle (a pt-heartbeat writes once a second), not
+// a load a paced copy would protect.
+const (
+	activityWindow   = 8
+	activeRowsEvents = 50
+	activePolls      = 2
+)
+
+// activity is the pacer's Active, by the rule above.
 func activity(db *sql.DB, writes func() uint64, log *slog.Logger) func(ctx context.Context) (bool, error) {
-	var last uint64
+	var w activityWindowState
 	return func(ctx context.Context) (bool, error) {
+		var n uint64
 		if writes != nil {
-			n := writes()
-			changed := n != last
-			last = n
-			if changed {
-				return true, nil
-			}
+			n = writes()
 		}
 		active, err := ActiveSessions(ctx, db)
 		if err != nil {
@@ -204,8 +210,38 @@ func activity(db *sql.DB, writes func() uint64, log *slog.Logger) func(ctx conte
 		if len(active) > 0 && log.Enabled(ctx, slog.LevelDebug) {
 			log.Debug("pacing: application session active", "id", active[0].ID, "statement", active[0].Statement, "sessions", len(active))
 		}
-		return len(active) > 0, nil
+		return w.add(n, len(active) > 0), nil
 	}
+}
+
+// activityWindowState is the window of activity's last polls.
+type activityWindowState struct {
+	events   [activityWindow]uint64 // rows events seen since the previous poll
+	sessions [activityWindow]bool   // the poll found an application session
+	i        int
+	last     uint64 // the counter at the previous poll
+	started  bool
+}
+
+// add records one poll: the binlog's application rows events counter and
+// whether a session was found; it tells whether the window shows activity.
+func (w *activityWindowState) add(counter uint64, session bool) bool {
+	var d uint64
+	if w.started && counter >= w.last {
+		d = counter - w.last
+	}
+	w.last, w.started = counter, true
+	w.events[w.i], w.sessions[w.i] = d, session
+	w.i = (w.i + 1) % activityWindow
+	var events uint64
+	polls := 0
+	for k := range activityWindow {
+		events += w.events[k]
+		if w.sessions[k] {
+			polls++
+		}
+	}
+	return events >= activeRowsEvents || polls >= activePolls
 }
 
 // Pacer is the copy's pacer, nil unless PaceRatio > 0.
