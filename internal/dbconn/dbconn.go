@@ -163,7 +163,7 @@ func Probe(ctx context.Context, c Config) (Config, error) {
 	}
 	plain := c
 	plain.SetVars, plain.MaxOpen = nil, 1
-	db, err := sql.Open("mysql", plain.DSN())
+	db, err := openTagged(plain.DSN())
 	if err != nil {
 		return c, fmt.Errorf("connect to %s: %w", c.Where(), err)
 	}
@@ -205,7 +205,7 @@ func seconds(d time.Duration) int {
 // OpenLazy opens a pool without connecting: the first statement connects
 // (a replica that cannot be reached is then reported where it is used).
 func OpenLazy(c Config) (*sql.DB, error) {
-	db, err := sql.Open("mysql", c.DSN())
+	db, err := openTagged(c.DSN())
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", c.Where(), err)
 	}

@@ -99,7 +99,7 @@ func (c Config) describeOpen(ctx context.Context, err error) error {
 	}
 	plain := c
 	plain.SetVars, plain.MaxOpen = nil, 1
-	db, perr := sql.Open("mysql", plain.DSN())
+	db, perr := openTagged(plain.DSN())
 	if perr == nil {
 		defer db.Close()
 		if verr := CheckSetVars(ctx, db, c.SetVars); verr != nil {

@@ -2,6 +2,7 @@ package migration
 
 import (
 	"context"
+	"database/sql"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -182,8 +183,8 @@ func TestPacedCopy(t *testing.T) {
 	o.MaxLatencyRatio = 2
 	ctl := NewControl()
 	r := startControlled(t, ctl, o)
-	s := until(t, r, time.Minute, "the paced copy", func(s status.Snapshot) bool {
-		return s.Phase == status.PhaseCopy && s.Pace != nil && s.Pace.BaselineSeconds > 0
+	s := until(t, r, time.Minute, "the paced copy, the application seen", func(s status.Snapshot) bool {
+		return s.Phase == status.PhaseCopy && s.Pace != nil && s.Pace.BaselineSeconds > 0 && !s.Pace.AppIdle
 	})
 	if !strings.Contains(Line(s), "paced: duty") {
 		t.Errorf("progress line without the pacing: %s", Line(s))
@@ -258,7 +259,15 @@ func TestActiveSessions(t *testing.T) {
 	schema := testutil.NewSchema(t)
 	db := testutil.DB(t, schema)
 	ctx := ctxFor(t, time.Minute)
-	sleeper := func(stmt string) (id int64, done chan error) {
+	// recast's pools (dbconn) tag every statement, also one written without it.
+	cc := testOptions(t, schema, "t", "").Conn
+	cc.Schema = schema
+	own, err := dbconn.Open(ctx, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	sleeper := func(db *sql.DB, stmt string) (id int64, done chan error) {
 		conn, err := db.Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -274,8 +283,9 @@ func TestActiveSessions(t *testing.T) {
 		}()
 		return id, done
 	}
-	appID, appDone := sleeper("SELECT SLEEP(3)")
-	ownID, ownDone := sleeper(dbconn.Tag + "SELECT SLEEP(3)")
+	appID, appDone := sleeper(db, "SELECT SLEEP(3)")
+	ownID, ownDone := sleeper(db, dbconn.Tag+"SELECT SLEEP(3)")
+	poolID, poolDone := sleeper(own, "SELECT SLEEP(3)")
 	var seen []throttle.ActiveSession
 	deadline := time.Now().Add(2 * time.Second)
 	for {
@@ -293,14 +303,14 @@ func TestActiveSessions(t *testing.T) {
 		switch a.ID {
 		case appID:
 			sawApp = strings.Contains(a.Statement, "SLEEP(3)")
-		case ownID:
+		case ownID, poolID:
 			t.Errorf("recast's own statement counted as the application's: %+v", a)
 		}
 	}
 	if !sawApp {
 		t.Errorf("the application's SELECT SLEEP(3) (session %d) not among the active sessions %+v", appID, seen)
 	}
-	for _, ch := range []chan error{appDone, ownDone} {
+	for _, ch := range []chan error{appDone, ownDone, poolDone} {
 		if err := <-ch; err != nil {
 			t.Error(err)
 		}

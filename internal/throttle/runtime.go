@@ -153,10 +153,11 @@ func (rt *Runtime) startPacer(ctx context.Context) error {
 }
 
 // activeSessions lists the other sessions running a statement that is not
-// recast's (dbconn.Tag): the application's reads and writes in flight.
+// recast's (dbconn.Tag) and not a SET (the driver's session set-up, which
+// carries no tag): the application's reads and writes in flight.
 const activeSessions = `/* recast */ SELECT ID, LEFT(IFNULL(INFO, ''), 100) FROM information_schema.PROCESSLIST
 	WHERE ID <> CONNECTION_ID() AND COMMAND IN ('Query', 'Execute', 'Fetch', 'Prepare')
-	AND (INFO IS NULL OR INFO NOT LIKE '/* recast */%') LIMIT 20`
+	AND (INFO IS NULL OR (INFO NOT LIKE '/* recast */%' AND INFO NOT LIKE 'SET %')) LIMIT 20`
 
 // ActiveSession is a session running a statement that is not recast's.
 type ActiveSession struct {
