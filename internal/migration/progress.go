@@ -85,9 +85,9 @@ func Line(s status.Snapshot) string {
 	if s.Pace != nil && s.Phase == status.PhaseCopy && !s.Copy.Done && s.Pace.AppIdle {
 		b.WriteString(" | paced: application idle, full speed")
 	} else if s.Pace != nil && s.Phase == status.PhaseCopy && !s.Copy.Done {
-		fmt.Fprintf(&b, " | paced: duty %.0f%% (probe %s, %s before)", 100*s.Pace.Duty,
+		fmt.Fprintf(&b, " | paced: duty %.0f%% (probe %s, %s before; chunks %s)", 100*s.Pace.Duty,
 			time.Duration(s.Pace.CurrentSeconds*float64(time.Second)).Round(10*time.Microsecond),
-			time.Duration(s.Pace.BaselineSeconds*float64(time.Second)).Round(10*time.Microsecond))
+			time.Duration(s.Pace.BaselineSeconds*float64(time.Second)).Round(10*time.Microsecond), s.Pace.ChunkTime)
 	}
 	// Always the ETA: a number, or why there is none.
 	b.WriteString(" | " + status.ETALine(s.ETA))

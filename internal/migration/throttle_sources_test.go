@@ -210,6 +210,13 @@ func TestPacedCopy(t *testing.T) {
 	if s.Pace.AppIdle {
 		t.Error("the application is writing, yet the pacer calls it idle")
 	}
+	// Held back, the copy aims at short chunks whatever --chunk-time says.
+	if err := ctl.Set("chunk-time", "1s"); err != nil {
+		t.Fatal(err)
+	}
+	if s := ctl.Status(); s.Pace == nil || s.Pace.ChunkTime != PacedChunkTime.String() || s.Settings.ChunkTime != "1s" {
+		t.Errorf("paced with chunk-time 1s: pace %+v, setting %s; want chunks of %s", s.Pace, s.Settings.ChunkTime, PacedChunkTime)
+	}
 	if s.Pace.CurrentSeconds < 2*s.Pace.BaselineSeconds {
 		t.Errorf("duty %.2f with the probe at %.4f s against a baseline of %.4f s", s.Pace.Duty, s.Pace.CurrentSeconds, s.Pace.BaselineSeconds)
 	}
@@ -218,8 +225,8 @@ func TestPacedCopy(t *testing.T) {
 	if out := status.Command(ctl, "max-latency-ratio=0"); !strings.Contains(out, "set") {
 		t.Fatalf("socket max-latency-ratio=0: %q", out)
 	}
-	if s := ctl.Status(); s.Pace == nil || s.Pace.Duty != 1 || s.Settings.MaxLatencyRatio != 0 {
-		t.Errorf("after max-latency-ratio=0: pace %+v, setting %v", s.Pace, s.Settings.MaxLatencyRatio)
+	if s := ctl.Status(); s.Pace == nil || s.Pace.Duty != 1 || s.Settings.MaxLatencyRatio != 0 || s.Pace.ChunkTime != "1s" {
+		t.Errorf("after max-latency-ratio=0: pace %+v, setting %v (want duty 1, chunks of 1s)", s.Pace, s.Settings.MaxLatencyRatio)
 	}
 	if out := status.Command(ctl, "max-latency-ratio=1.1"); !strings.Contains(out, "between 1.2 and 100") {
 		t.Errorf("socket max-latency-ratio=1.1: %q", out)

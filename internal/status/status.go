@@ -142,6 +142,9 @@ type Pace struct {
 	// AppIdle: no application activity seen for a while; the copy runs
 	// unpaced (Duty 1) until there is.
 	AppIdle bool `json:"application_idle"`
+	// ChunkTime: the chunk time the copy aims at now (a paced copy with
+	// the application active runs short chunks).
+	ChunkTime string `json:"chunk_time"`
 }
 
 // Settings are the values Set changes.

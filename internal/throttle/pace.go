@@ -273,6 +273,15 @@ func (p *Pacer) Duty() float64 {
 	return p.duty
 }
 
+// Holding tells whether the pacer is holding the copy back now: it has
+// begun, pacing is on and the application is not idle (Active). A copy
+// held back runs short chunks (migration.PacedChunkTime).
+func (p *Pacer) Holding() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.began && p.cfg.Ratio > 0 && !p.idleAt(time.Now())
+}
+
 // SetRatio changes the ratio while running (0: no pacing; the probe goes
 // on, so that it can be turned on again against the same baseline).
 func (p *Pacer) SetRatio(r float64) {
