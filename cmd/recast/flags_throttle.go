@@ -17,7 +17,7 @@ func addThrottleCompatFlags(fs *pflag.FlagSet, o *migration.Options) {
 	fs.DurationVar(&o.ThrottleHTTPTimeout, "throttle-http-timeout", o.ThrottleHTTPTimeout,
 		"longest a --throttle-http request may take; no answer in time pauses the copy")
 	fs.Float64Var(&o.MaxLatencyRatio, "max-latency-ratio", o.MaxLatencyRatio,
-		"pace the copy so that a probe transaction (a one-row autocommit write, every 50 ms) stays within this many times its latency before the copy (e.g. 2; 0: off); slows the copy even on an idle server")
+		"pace the copy so that a probe transaction (a one-row autocommit write, every 50 ms) stays within this many times its latency before the copy, while the application is active (no pacing while it is idle); 0: off, the fastest copy")
 	fs.Float64Var(&o.NiceRatio, "nice-ratio", o.NiceRatio,
 		"after each chunk, sleep this many times the chunk's time (gh-ost's --nice-ratio: 1 doubles the copy's time; 0: no sleep)")
 	fs.BoolVar(&o.ExactRowcount, "exact-rowcount", o.ExactRowcount,

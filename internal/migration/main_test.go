@@ -37,6 +37,10 @@ func testOptions(t testing.TB, schema, tbl, alter string) testOpts {
 	sb := testutil.Sandbox(t)
 	o := testOpts{Options: DefaultOptions()}
 	o.MaxLag = 0
+	// Not paced: the tests run in parallel on one server, and the pacer
+	// would take the other tests' sessions and writes for an application
+	// to protect. TestPacedCopy and TestActiveSessions test the pacing.
+	o.MaxLatencyRatio = 0
 	o.Conn = dbconn.Config{Host: sb.Primary.Host, Port: sb.Primary.Port, User: sb.User, Password: sb.Password}
 	o.Database, o.Table, o.Alter, o.Execute = schema, tbl, alter, true
 	o.ProgressInterval = 0

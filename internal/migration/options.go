@@ -172,6 +172,7 @@ func DefaultOptions() Options {
 		CriticalLoadGrace:   settings.CriticalLoadGrace.Default,
 		MaxLag:              settings.MaxLag.Default,
 		ThrottleHTTPTimeout: settings.ThrottleHTTPTimeout.Default,
+		MaxLatencyRatio:     settings.DefaultLatencyRatio,
 	}
 }
 

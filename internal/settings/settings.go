@@ -126,6 +126,11 @@ func NiceRatio(r float64) error {
 	return nil
 }
 
+// DefaultLatencyRatio is --max-latency-ratio's default: the copy is paced
+// so that a small write's latency stays within twice what it was before,
+// whenever the application is active (throttle.Pacer).
+const DefaultLatencyRatio = 2
+
 // LatencyRatio checks a --max-latency-ratio value: 0 (off) or 1.2 to 100.
 func LatencyRatio(r float64) error {
 	if r != 0 && (r < 1.2 || r > 100) {
