@@ -228,6 +228,6 @@ func (c *Control) throttleStatus(s *status.Snapshot) {
 	if c.thr != nil && c.thr.Pacer() != nil {
 		ps := c.thr.Pacer().State()
 		s.Pace = &status.Pace{Duty: ps.Duty, Ratio: ps.Ratio, BaselineSeconds: ps.Baseline.Seconds(), CurrentSeconds: ps.Current.Seconds(), AppIdle: ps.Idle,
-			ChunkTime: c.copyChunkTime.String()}
+			ChunkTime: c.copyChunkTime.String(), Measuring: ps.Measuring}
 	}
 }

@@ -84,6 +84,8 @@ func Line(s status.Snapshot) string {
 	}
 	if s.Pace != nil && s.Phase == status.PhaseCopy && !s.Copy.Done && s.Pace.AppIdle {
 		b.WriteString(" | paced: application idle, full speed")
+	} else if s.Pace != nil && s.Phase == status.PhaseCopy && !s.Copy.Done && s.Pace.Measuring {
+		b.WriteString(" | paced: copy held ~1s to measure the probe's baseline")
 	} else if s.Pace != nil && s.Phase == status.PhaseCopy && !s.Copy.Done {
 		fmt.Fprintf(&b, " | paced: duty %.0f%% (probe %s, %s before; chunks %s)", 100*s.Pace.Duty,
 			time.Duration(s.Pace.CurrentSeconds*float64(time.Second)).Round(10*time.Microsecond),

@@ -184,7 +184,7 @@ func TestPacedCopy(t *testing.T) {
 	ctl := NewControl()
 	r := startControlled(t, ctl, o)
 	s := until(t, r, time.Minute, "the paced copy, the application seen", func(s status.Snapshot) bool {
-		return s.Phase == status.PhaseCopy && s.Pace != nil && s.Pace.BaselineSeconds > 0 && !s.Pace.AppIdle
+		return s.Phase == status.PhaseCopy && s.Pace != nil && s.Pace.BaselineSeconds > 0 && !s.Pace.AppIdle && !s.Pace.Measuring
 	})
 	if !strings.Contains(Line(s), "paced: duty") {
 		t.Errorf("progress line without the pacing: %s", Line(s))

@@ -145,6 +145,10 @@ type Pace struct {
 	// ChunkTime: the chunk time the copy aims at now (a paced copy with
 	// the application active runs short chunks).
 	ChunkTime string `json:"chunk_time"`
+	// Measuring: the copy is held for about a second while the probe's
+	// baseline is measured again (the application back after being idle,
+	// and every minute while it is active).
+	Measuring bool `json:"measuring_baseline"`
 }
 
 // Settings are the values Set changes.

@@ -36,6 +36,13 @@ type Pacer struct {
 	duty    float64
 	began   bool
 
+	probes     int       // probes observed (the first, which dials, is not a sample)
+	measuring  bool      // the copy is held while the baseline is measured again
+	measureAt  time.Time // ... from (samples after measureAt+measureSettle count) ...
+	measureEnd time.Time // ... until
+	measured   []time.Duration
+	rebased    time.Time // when the baseline was last taken
+
 	polled     bool      // Active has answered at least once
 	lastActive time.Time // when Active last said the application was there
 	wasIdle    bool      // idle at the last answer (for the log)
@@ -69,8 +76,18 @@ const (
 	startDuty    = 0.5
 	minBaseline  = 200 * time.Microsecond // a faster probe is noise, not a budget
 	maxPause     = 2 * time.Second
-	activeEvery  = 250 * time.Millisecond // how often Active is asked ...
-	idleAfter    = 2 * time.Second        // ... and how long it must say no before the copy runs unpaced
+	// The baseline is measured again, the copy held for measureFor, when
+	// the application shows up after being idle and every rebaseEvery while
+	// it is active: the application's own load changes (a baseline taken on
+	// a quiet server would hold the copy at its floor once the day's
+	// traffic starts), and the probe's latency without the copy is the
+	// budget's base. The first measureSettle lets the chunks in flight end.
+	measureFor    = 1250 * time.Millisecond
+	measureSettle = 250 * time.Millisecond
+	measureMin    = 5 // samples a measurement needs to replace the baseline
+	rebaseEvery   = time.Minute
+	activeEvery   = 250 * time.Millisecond // how often Active is asked ...
+	idleAfter     = 2 * time.Second        // ... and how long it must say no before the copy runs unpaced
 )
 
 // NewPacer returns a Pacer; Run starts probing.
@@ -133,8 +150,20 @@ func (p *Pacer) Run(ctx context.Context) {
 func (p *Pacer) observe(d time.Duration, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.probes++
+	if p.probes == 1 {
+		return // it opened the probe's connection: not a sample
+	}
 	if !p.began {
 		p.before = keepLast(append(p.before, d), baselineKeep)
+		return
+	}
+	if p.measuring {
+		p.measure(d, now)
+		return
+	}
+	if p.cfg.Ratio > 0 && !p.idleAt(now) && now.Sub(p.rebased) >= rebaseEvery {
+		p.startMeasure(now)
 		return
 	}
 	p.recent = keepLast(append(p.recent, d), recentKeep)
@@ -152,6 +181,32 @@ func (p *Pacer) observe(d time.Duration, now time.Time) {
 		p.cfg.Logger.Debug("pacing: copy duty changed", "duty", next, "probe_p90", p.current, "baseline", p.base)
 	}
 	p.duty = next
+}
+
+// startMeasure holds the copy to measure the baseline again; p.mu is held.
+func (p *Pacer) startMeasure(now time.Time) {
+	p.measuring, p.measureAt, p.measureEnd, p.measured = true, now, now.Add(measureFor), p.measured[:0]
+}
+
+// measure takes one probe of a measurement, and ends it at measureEnd;
+// p.mu is held.
+func (p *Pacer) measure(d time.Duration, now time.Time) {
+	if now.Sub(p.measureAt) >= measureSettle {
+		p.measured = append(p.measured, d)
+	}
+	if now.Before(p.measureEnd) {
+		return
+	}
+	p.measuring, p.rebased = false, now
+	if len(p.measured) < measureMin {
+		return // too few probes (slow ones): keep the baseline
+	}
+	base := max(percentile(p.measured, 0.9), minBaseline)
+	if base != p.base {
+		p.cfg.Logger.Debug("pacing: baseline measured again with the copy held", "baseline_p90", base, "was", p.base, "probes", len(p.measured))
+	}
+	p.base = base
+	p.recent, p.since, p.decided = p.recent[:0], 0, now
 }
 
 // noteActive records Active's answer at now.
@@ -172,6 +227,9 @@ func (p *Pacer) noteActive(active bool, now time.Time) {
 		return
 	}
 	p.wasIdle = idle
+	if !idle && p.began && p.cfg.Ratio > 0 && !p.measuring {
+		p.startMeasure(now) // the application is back: its latency without the copy is the base
+	}
 	level := slog.LevelInfo // a state change, at most one a minute at Info (an intermittent application flaps)
 	if now.Sub(p.logged) < time.Minute {
 		level = slog.LevelDebug
@@ -199,7 +257,7 @@ func (p *Pacer) Begin(ctx context.Context) {
 		p.mu.Lock()
 		n := len(p.before)
 		if n >= baselineMin || time.Now().After(deadline) || ctx.Err() != nil {
-			p.began, p.decided = true, time.Now()
+			p.began, p.decided, p.rebased = true, time.Now(), time.Now()
 			p.base = max(percentile(p.before, 0.9), minBaseline)
 			base := p.base
 			p.mu.Unlock()
@@ -218,7 +276,7 @@ func (p *Pacer) Begin(ctx context.Context) {
 // Pause is the copier's hook after a chunk that took took: it sleeps so
 // that the thread's chunks fill only the duty share of its time.
 func (p *Pacer) Pause(ctx context.Context, took time.Duration) error {
-	return Sleep(ctx, pauseFor(took, p.Duty()))
+	return Sleep(ctx, p.PauseFor(took))
 }
 
 // Sleep waits d or until ctx ends, and returns ctx's error then; a d of
@@ -238,7 +296,16 @@ func Sleep(ctx context.Context, d time.Duration) error {
 }
 
 // PauseFor is the sleep Pause would take after a chunk that took took.
-func (p *Pacer) PauseFor(took time.Duration) time.Duration {
+func (p *Pacer) PauseFor(took time.Duration) time.Duration { return p.pauseForAt(took, time.Now()) }
+
+func (p *Pacer) pauseForAt(took time.Duration, now time.Time) time.Duration {
+	p.mu.Lock()
+	if p.measuring && p.cfg.Ratio > 0 {
+		d := p.measureEnd.Sub(now)
+		p.mu.Unlock()
+		return max(d, 0) // held while the baseline is measured
+	}
+	p.mu.Unlock()
 	return pauseFor(took, p.Duty())
 }
 
@@ -248,6 +315,7 @@ type PaceState struct {
 	Baseline, Current time.Duration // probe p90 before the copy, at the last decision
 	Ratio             float64
 	Idle              bool // no application activity seen for a while: the copy is not paced
+	Measuring         bool // the copy is held while the baseline is measured again
 }
 
 // State returns the pacer's current state.
@@ -258,7 +326,8 @@ func (p *Pacer) State() PaceState {
 	if p.cfg.Ratio == 0 || idle {
 		duty = 1
 	}
-	return PaceState{Duty: duty, Baseline: p.base, Current: p.current, Ratio: p.cfg.Ratio, Idle: idle}
+	return PaceState{Duty: duty, Baseline: p.base, Current: p.current, Ratio: p.cfg.Ratio, Idle: idle,
+		Measuring: p.measuring && p.cfg.Ratio > 0}
 }
 
 // Duty is the share of a copy thread's time its chunks may fill: 1 before

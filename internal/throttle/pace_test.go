@@ -161,7 +161,7 @@ func TestPacerHoldsWhileIdle(t *testing.T) {
 	p := NewPacer(PacerConfig{Ratio: 2, Probe: func(context.Context) error { return nil },
 		Active: func(context.Context) (bool, error) { return false, nil }})
 	t0 := time.Now()
-	p.began, p.base, p.duty, p.decided = true, time.Millisecond, 0.5, t0
+	p.began, p.base, p.duty, p.decided, p.rebased, p.probes = true, time.Millisecond, 0.5, t0, t0, 1
 	if p.idleAt(t0) {
 		t.Fatal("idle before Active answered")
 	}
@@ -170,26 +170,50 @@ func TestPacerHoldsWhileIdle(t *testing.T) {
 		t.Fatal("not idle after Active's first no")
 	}
 	now := t0
-	slow := func(n int) {
+	appActive := false
+	probe := func(d time.Duration, n int) {
 		for range n {
 			now = now.Add(50 * time.Millisecond)
-			p.observe(10*time.Millisecond, now)
+			p.observe(d, now)
+			if appActive {
+				p.noteActive(true, now)
+			}
 		}
 	}
-	slow(40)
+	probe(10*time.Millisecond, 40)
 	if p.duty != 0.5 {
 		t.Fatalf("duty %v after slow probes while idle, want 0.5 held", p.duty)
 	}
 	p.noteActive(true, now)
-	activeAt := now
+	appActive = true
 	if p.idleAt(now) {
 		t.Fatal("idle right after Active said yes")
 	}
-	slow(10)
+	// The application is back: the copy is held while the baseline is
+	// measured again (the probe at 2 ms without the copy).
+	if !p.measuring {
+		t.Fatal("no new baseline measured when the application came back")
+	}
+	if d := p.pauseForAt(10*time.Millisecond, now); d != measureFor {
+		t.Fatalf("a chunk ending during the measurement pauses %v, want until its end", d)
+	}
+	probe(2*time.Millisecond, int(measureFor/(50*time.Millisecond))+1)
+	if p.measuring || p.base != 2*time.Millisecond {
+		t.Fatalf("after the measurement: measuring %v, baseline %v; want 2ms", p.measuring, p.base)
+	}
+	probe(3*time.Millisecond, 10) // within 2 × the new baseline: kept
+	if p.duty != 0.5 {
+		t.Fatalf("duty %v with the probe at 1.5 × its baseline, want 0.5 kept", p.duty)
+	}
+	probe(10*time.Millisecond, 10)
 	if p.duty >= 0.5 {
 		t.Fatalf("duty %v after slow probes while active, want it cut", p.duty)
 	}
+	if now.Sub(p.rebased) >= rebaseEvery {
+		t.Fatal("the test ran into the periodic measurement")
+	}
 	held := p.duty
+	activeAt := now
 	p.noteActive(false, activeAt.Add(idleAfter-time.Millisecond))
 	if p.idleAt(activeAt.Add(idleAfter - time.Millisecond)) {
 		t.Fatal("idle before idleAfter without activity")
@@ -212,9 +236,10 @@ func TestPacerHoldsWhileIdle(t *testing.T) {
 func TestPacerActivity(t *testing.T) {
 	var active, failing atomic.Bool
 	var slow atomic.Bool
-	p := NewPacer(PacerConfig{Ratio: 2, Every: time.Millisecond,
+	var p *Pacer
+	p = NewPacer(PacerConfig{Ratio: 2, Every: time.Millisecond,
 		Probe: func(ctx context.Context) error {
-			if slow.Load() {
+			if slow.Load() && !p.State().Measuring { // the copy makes it slow; held, it is not
 				time.Sleep(5 * time.Millisecond)
 			}
 			return nil
@@ -244,6 +269,34 @@ func TestPacerActivity(t *testing.T) {
 	waitFor(t, "a failing Active to count as active", func() bool { return p.Duty() < 1 && !p.State().Idle })
 	cancel()
 	<-done
+}
+
+// TestPacerRebase: while the application is active the baseline is
+// measured again every rebaseEvery, the copy held meanwhile; too few probes
+// (slow ones) keep the old baseline.
+func TestPacerRebase(t *testing.T) {
+	p := NewPacer(PacerConfig{Ratio: 2, Probe: func(context.Context) error { return nil }})
+	t0 := time.Now()
+	p.began, p.base, p.duty, p.decided, p.rebased, p.probes = true, time.Millisecond, 0.5, t0, t0, 1
+	now := t0.Add(rebaseEvery)
+	p.observe(time.Millisecond, now)
+	if !p.measuring {
+		t.Fatal("no measurement rebaseEvery after the last")
+	}
+	for now.Before(p.measureEnd) {
+		now = now.Add(50 * time.Millisecond)
+		p.observe(4*time.Millisecond, now)
+	}
+	if p.measuring || p.base != 4*time.Millisecond || p.rebased != now {
+		t.Fatalf("measuring %v, baseline %v, rebased %v; want 4ms at %v", p.measuring, p.base, p.rebased, now)
+	}
+	now = now.Add(rebaseEvery)
+	p.observe(time.Millisecond, now) // starts the next
+	now = now.Add(measureFor)
+	p.observe(time.Second, now) // one slow probe: too few samples
+	if p.measuring || p.base != 4*time.Millisecond {
+		t.Fatalf("measuring %v, baseline %v after a measurement with one probe; want 4ms kept", p.measuring, p.base)
+	}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
