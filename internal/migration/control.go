@@ -521,7 +521,7 @@ func (c *Control) setPacing(key, value string) error {
 		return err
 	}
 	if c.thr == nil || c.thr.Pacer() == nil {
-		return errors.New("max-latency-ratio: this run has no latency probe (start it with --max-latency-ratio to pace the copy)")
+		return errors.New("max-latency-ratio: this run has no latency probe (it started with --max-latency-ratio 0; start it without that to pace the copy)")
 	}
 	c.thr.Pacer().SetRatio(r)
 	c.pushChunkTime()
