@@ -152,6 +152,12 @@ func Estimate(s *Snapshot, r Rates, backlog string, drain float64, cutNote strin
 	case PhaseInspect:
 		return none("measuring (inspecting)")
 	}
+	if s.Phase == PhaseCopy && !s.Copy.Done && s.Throttle.Throttled {
+		// Throttled, the applier is slowed on purpose (the replicas get
+		// the chance to catch up): a backlog that does not drain then is
+		// the throttle's doing, and the pause is the reason to give.
+		return none("the copy is paused (" + s.Throttle.Reason + ")")
+	}
 	if backlog == "not draining" {
 		return none(fmt.Sprintf("backlog not draining (applied %s/s ≤ incoming %s/s of binlog)",
 			Bytes(int64(max(r.BinlogApplied, 0))), Bytes(int64(max(r.BinlogIn, 0)))))
@@ -160,9 +166,6 @@ func Estimate(s *Snapshot, r Rates, backlog string, drain float64, cutNote strin
 	case PhaseCopy:
 		if s.Copy.Done {
 			break
-		}
-		if s.Throttle.Throttled {
-			return none("the copy is paused (" + s.Throttle.Reason + ")")
 		}
 		if r.Copy <= 0 {
 			return none("measuring (no copy progress measured yet)")

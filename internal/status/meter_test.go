@@ -106,6 +106,24 @@ func TestETA(t *testing.T) {
 	}
 }
 
+// TestETAThrottled: while the copy is throttled the applier is slowed on
+// purpose, so a backlog that does not drain is not the reason given: the
+// pause is (the throttled live-control test met it under load).
+func TestETAThrottled(t *testing.T) {
+	const mib = 1 << 20
+	s := estimate(PhaseCopy, 100_000, series(6, 0, 10*mib, 300<<10, 0, 0), Throttle{Throttled: true, Reason: "paused by operator", Paused: true})
+	if s.Apply.Backlog != "not draining" {
+		t.Fatalf("backlog %q, want not draining", s.Apply.Backlog)
+	}
+	if s.ETA.Seconds != nil || !strings.Contains(s.ETA.Text, "paused by operator") {
+		t.Errorf("ETA %q (seconds %v), want the pause as the reason", s.ETA.Text, s.ETA.Seconds)
+	}
+	s = estimate(PhaseCatchUp, 100_000, series(6, 0, 10*mib, mib, 0, mib), Throttle{Throttled: true, Reason: "replica lag"})
+	if !strings.Contains(s.ETA.Text, "backlog not draining") {
+		t.Errorf("catch-up ETA %q: the copy's pause must not hide a stuck catch-up", s.ETA.Text)
+	}
+}
+
 func TestMeterRatesAndHistory(t *testing.T) {
 	var m Meter
 	if r := m.Rates(); r.Copy != 0 || r.BinlogIn != -1 {
