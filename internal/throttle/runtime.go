@@ -138,7 +138,7 @@ func (rt *Runtime) startPacer(ctx context.Context) error {
 		}
 		return err
 	}
-	rt.pacer = NewPacer(PacerConfig{Ratio: cfg.PaceRatio, Probe: probe, Active: activity(cfg.Primary, cfg.AppWrites, cfg.Logger), Logger: cfg.Logger})
+	rt.pacer = NewPacer(PacerConfig{Ratio: cfg.PaceRatio, Probe: probe, Active: activity(cfg.Primary, cfg.Conn.Server.Processlist(), cfg.AppWrites, cfg.Logger), Logger: cfg.Logger})
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()
@@ -155,9 +155,12 @@ func (rt *Runtime) startPacer(ctx context.Context) error {
 // activeSessions lists the other sessions running a statement that is not
 // recast's (dbconn.Tag) and not a SET (the driver's session set-up, which
 // carries no tag): the application's reads and writes in flight.
-const activeSessions = `/* recast */ SELECT ID, LEFT(IFNULL(INFO, ''), 100) FROM information_schema.PROCESSLIST
+// The table is the flavor's processlist (flavor.Server.Processlist: on MySQL
+// information_schema's fails as a whole once any session's statement holds
+// a 4-byte character).
+const activeSessions = `/* recast */ SELECT ID, LEFT(IFNULL(INFO, ''), 100) FROM %s
 	WHERE ID <> CONNECTION_ID() AND COMMAND IN ('Query', 'Execute', 'Fetch', 'Prepare')
-	AND (INFO IS NULL OR (INFO NOT LIKE '/* recast */%' AND INFO NOT LIKE 'SET %')) LIMIT 20`
+	AND (INFO IS NULL OR (INFO NOT LIKE '/* recast */%%' AND INFO NOT LIKE 'SET %%')) LIMIT 20`
 
 // ActiveSession is a session running a statement that is not recast's.
 type ActiveSession struct {
@@ -166,9 +169,10 @@ type ActiveSession struct {
 }
 
 // ActiveSessions lists (up to 20 of) the other sessions running a statement
-// that is not recast's: the application's reads and writes in flight.
-func ActiveSessions(ctx context.Context, db *sql.DB) ([]ActiveSession, error) {
-	rows, err := db.QueryContext(ctx, activeSessions)
+// that is not recast's: the application's reads and writes in flight, read
+// from processlist (flavor.Server.Processlist).
+func ActiveSessions(ctx context.Context, db *sql.DB, processlist string) ([]ActiveSession, error) {
+	rows, err := db.QueryContext(ctx, fmt.Sprintf(activeSessions, processlist))
 	if err != nil {
 		return nil, err
 	}
@@ -197,14 +201,14 @@ const (
 )
 
 // activity is the pacer's Active, by the rule above.
-func activity(db *sql.DB, writes func() uint64, log *slog.Logger) func(ctx context.Context) (bool, error) {
+func activity(db *sql.DB, processlist string, writes func() uint64, log *slog.Logger) func(ctx context.Context) (bool, error) {
 	var w activityWindowState
 	return func(ctx context.Context) (bool, error) {
 		var n uint64
 		if writes != nil {
 			n = writes()
 		}
-		active, err := ActiveSessions(ctx, db)
+		active, err := ActiveSessions(ctx, db, processlist)
 		if err != nil {
 			return true, err
 		}
