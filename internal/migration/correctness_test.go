@@ -1,14 +1,18 @@
 package migration
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/recast-osc/recast/internal/status"
 	"github.com/recast-osc/recast/internal/testutil"
+	"github.com/recast-osc/recast/internal/throttle"
 	"github.com/recast-osc/recast/internal/workload"
 )
 
@@ -37,6 +41,10 @@ var alterCases = []alterCase{
 // writers insert, update, delete, change primary keys and swap unique values
 // through the whole migration, cut-over included; afterwards the table must
 // equal the writers' shadow exactly. Seeds: RECAST_SEEDS (default 9, one per ALTER).
+// Every third seed runs the copy paced (--max-latency-ratio 2, the default;
+// the suites otherwise run unpaced): the writers are the application the
+// pacer holds the copy back for, so its short chunks and pauses interleave
+// with them.
 func TestRandomizedCorrectness(t *testing.T) {
 	seeds := 9
 	if s := os.Getenv("RECAST_SEEDS"); s != "" {
@@ -46,14 +54,19 @@ func TestRandomizedCorrectness(t *testing.T) {
 		c := alterCases[seed%len(alterCases)]
 		applyThreads := []int{1, 4, 16}[seed%3]
 		copyThreads := []int{1, 4}[(seed/3)%2]
-		t.Run(fmt.Sprintf("seed%d-%s-apply%d-copy%d", seed, c.name, applyThreads, copyThreads), func(t *testing.T) {
+		paced := seed%3 == 2
+		name := fmt.Sprintf("seed%d-%s-apply%d-copy%d", seed, c.name, applyThreads, copyThreads)
+		if paced {
+			name += "-paced"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			runRandomized(t, int64(seed), c, applyThreads, copyThreads)
+			runRandomized(t, int64(seed), c, applyThreads, copyThreads, paced)
 		})
 	}
 }
 
-func runRandomized(t *testing.T, seed int64, c alterCase, applyThreads, copyThreads int) {
+func runRandomized(t *testing.T, seed int64, c alterCase, applyThreads, copyThreads int, paced bool) {
 	ctx := ctxFor(t, 5*time.Minute)
 	schema := testutil.NewSchema(t)
 	db := testutil.DB(t, schema)
@@ -73,7 +86,13 @@ func runRandomized(t *testing.T, seed int64, c alterCase, applyThreads, copyThre
 	o.ApplyThreads = applyThreads
 	o.Threads = copyThreads
 	o.MaxChunkRows = 100 + r.IntN(500) // many chunks, so writes interleave with the copy
-	res, err := runT(ctx, o)
+	var res *Result
+	var err error
+	if paced {
+		res, err = runPaced(ctx, t, o)
+	} else {
+		res, err = runT(ctx, o)
+	}
 	if err != nil {
 		t.Fatalf("migrate %q: %v", c.alter, err)
 	}
@@ -101,4 +120,34 @@ func runRandomized(t *testing.T, seed int64, c alterCase, applyThreads, copyThre
 	if got, want := testutil.TableChecksum(t, rdb, schema, "wl", order), testutil.TableChecksum(t, db, schema, "wl", order); got != want {
 		t.Fatalf("replica differs from primary after the migration")
 	}
+}
+
+// runPaced runs o with the pacer on (--max-latency-ratio 2) and checks,
+// from the status, that the copy was in fact held back for the
+// application: short chunks and a duty below 1 while copying.
+func runPaced(ctx context.Context, t *testing.T, o testOpts) (*Result, error) {
+	t.Helper()
+	o.MaxLatencyRatio = 2
+	ctl := NewControl()
+	var held atomic.Bool
+	sampleCtx, stop := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for sampleCtx.Err() == nil {
+			s := ctl.Status()
+			if s.Phase == status.PhaseCopy && s.Pace != nil && !s.Pace.AppIdle && s.Pace.Duty < 1 &&
+				s.Pace.ChunkTime == PacedChunkTime.String() {
+				held.Store(true)
+			}
+			_ = throttle.Sleep(sampleCtx, 5*time.Millisecond)
+		}
+	}()
+	res, err := ctl.Run(ctx, o.Options, o.Runtime)
+	stop()
+	<-sampled
+	if err == nil && !held.Load() {
+		t.Errorf("paced run: the copy was never seen held back (duty < 1, %s chunks) for the writers", PacedChunkTime)
+	}
+	return res, err
 }

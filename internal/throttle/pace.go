@@ -39,11 +39,14 @@ type Pacer struct {
 	probes     int       // probes observed (the first, which dials, is not a sample)
 	measuring  bool      // the copy is held while the baseline is measured again
 	measureAt  time.Time // ... from (samples after measureAt+measureSettle count) ...
-	measureEnd time.Time // ... until
-	measured   []time.Duration
+	measureEnd time.Time // ... at least until
+	measured   []sample
 	rebased    time.Time // when the baseline was last taken
+	baseQuiet  bool      // the baseline was taken before any application activity was seen
 
-	polled     bool      // Active has answered at least once
+	answers    int       // Active's answers so far
+	seen       bool      // Active has said yes at least once
+	polled     bool      // Active has answered idleMinPolls times
 	lastActive time.Time // when Active last said the application was there
 	wasIdle    bool      // idle at the last answer (for the log)
 	logged     time.Time // the last idle/active log at Info
@@ -82,13 +85,40 @@ const (
 	// a quiet server would hold the copy at its floor once the day's
 	// traffic starts), and the probe's latency without the copy is the
 	// budget's base. The first measureSettle lets the chunks in flight end.
+	//
+	// The copy's effects outlast its chunks (dirty pages to flush, redo to
+	// checkpoint, the replica's and the applier's share): the measurement
+	// goes on, up to measureMax, while the probe's latency is still
+	// falling (the p90 of the last measureStep below 0.9 × the step
+	// before's). And a measurement taken while the application was already
+	// active may raise the baseline by at most maxRaise: on the bench the
+	// probe stayed at 2× its pre-copy baseline for 10 s at a 2 % duty, and
+	// accepting that as the new base let the next minute's copy run at
+	// full duty (the limit grows with the base it is measured against). A
+	// baseline taken on a quiet server is not the application's: the
+	// first measurement with the application active replaces it whole.
 	measureFor    = 1250 * time.Millisecond
+	measureMax    = 5 * time.Second
+	measureStep   = 500 * time.Millisecond
 	measureSettle = 250 * time.Millisecond
 	measureMin    = 5 // samples a measurement needs to replace the baseline
+	maxRaise      = 1.25
 	rebaseEvery   = time.Minute
 	activeEvery   = 250 * time.Millisecond // how often Active is asked ...
 	idleAfter     = 2 * time.Second        // ... and how long it must say no before the copy runs unpaced
+	// idleMinPolls: Active's answers before the application may be called
+	// idle. Its first answers know little (the binlog's rows are counted
+	// between two polls, a session must be seen twice): on the bench the
+	// first answer said no under 410 tps, the copy ran unpaced, and the
+	// baseline was then measured on top of its after-effects.
+	idleMinPolls = 4
 )
+
+// sample is one probe's latency and when it ended.
+type sample struct {
+	at time.Time
+	d  time.Duration
+}
 
 // NewPacer returns a Pacer; Run starts probing.
 func NewPacer(cfg PacerConfig) *Pacer {
@@ -188,38 +218,69 @@ func (p *Pacer) startMeasure(now time.Time) {
 	p.measuring, p.measureAt, p.measureEnd, p.measured = true, now, now.Add(measureFor), p.measured[:0]
 }
 
-// measure takes one probe of a measurement, and ends it at measureEnd;
-// p.mu is held.
+// measure takes one probe of a measurement, and ends it once it has
+// lasted measureFor and the probe's latency no longer falls, or at
+// measureMax; p.mu is held.
 func (p *Pacer) measure(d time.Duration, now time.Time) {
 	if now.Sub(p.measureAt) >= measureSettle {
-		p.measured = append(p.measured, d)
+		p.measured = append(p.measured, sample{now, d})
 	}
 	if now.Before(p.measureEnd) {
 		return
 	}
+	last, prev := p.measuredSince(now.Add(-measureStep), now), p.measuredSince(now.Add(-2*measureStep), now.Add(-measureStep))
+	falling := len(last) >= 3 && len(prev) >= 3 && float64(percentile(last, 0.9)) < 0.9*float64(percentile(prev, 0.9))
+	if falling && now.Sub(p.measureAt) < measureMax {
+		return // the copy's after-effects are still fading
+	}
 	p.measuring, p.rebased = false, now
-	if len(p.measured) < measureMin {
+	all := p.measuredSince(p.measureAt, now)
+	if len(all) < measureMin {
 		return // too few probes (slow ones): keep the baseline
 	}
-	base := max(percentile(p.measured, 0.9), minBaseline)
-	if base != p.base {
-		p.cfg.Logger.Debug("pacing: baseline measured again with the copy held", "baseline_p90", base, "was", p.base, "probes", len(p.measured))
+	if len(last) < measureMin {
+		last = all
 	}
-	p.base = base
+	base := max(percentile(last, 0.9), minBaseline)
+	if !p.baseQuiet && p.base > 0 && float64(base) > maxRaise*float64(p.base) {
+		p.cfg.Logger.Debug("pacing: baseline raise limited", "measured", base, "was", p.base, "max_raise", maxRaise)
+		base = time.Duration(maxRaise * float64(p.base))
+	}
+	if base != p.base {
+		p.cfg.Logger.Debug("pacing: baseline measured again with the copy held", "baseline_p90", base, "was", p.base,
+			"probes", len(all), "held", now.Sub(p.measureAt).Round(time.Millisecond))
+	}
+	p.base, p.baseQuiet = base, !p.seen
 	p.recent, p.since, p.decided = p.recent[:0], 0, now
+}
+
+// measuredSince is the measurement's samples taken after from, up to to;
+// p.mu is held.
+func (p *Pacer) measuredSince(from, to time.Time) []time.Duration {
+	var ds []time.Duration
+	for _, s := range p.measured {
+		if s.at.After(from) && !s.at.After(to) {
+			ds = append(ds, s.d)
+		}
+	}
+	return ds
 }
 
 // noteActive records Active's answer at now.
 func (p *Pacer) noteActive(active bool, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.answers++
 	if active {
-		p.lastActive = now
+		p.lastActive, p.seen = now, true
+		if !p.polled {
+			p.baseQuiet = false // seen within the first answers: the baseline had the application
+		}
 	}
-	if !p.polled {
+	if !p.polled && p.answers >= idleMinPolls {
 		p.polled = true
-		if !active {
-			p.lastActive = now.Add(-idleAfter) // idle from the first "no"
+		if !p.seen {
+			p.lastActive = now.Add(-idleAfter) // idle from the first answers, all no
 		}
 	}
 	idle := p.idleAt(now)
@@ -258,7 +319,7 @@ func (p *Pacer) Begin(ctx context.Context) {
 		n := len(p.before)
 		if n >= baselineMin || time.Now().After(deadline) || ctx.Err() != nil {
 			p.began, p.decided, p.rebased = true, time.Now(), time.Now()
-			p.base = max(percentile(p.before, 0.9), minBaseline)
+			p.base, p.baseQuiet = max(percentile(p.before, 0.9), minBaseline), !p.seen
 			base := p.base
 			p.mu.Unlock()
 			p.cfg.Logger.Info("pacing the copy by a probe transaction's latency", "baseline_p90", base, "probes", n,

@@ -3,6 +3,7 @@ package throttle
 import (
 	"context"
 	"errors"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,12 +163,21 @@ func TestPacerHoldsWhileIdle(t *testing.T) {
 		Active: func(context.Context) (bool, error) { return false, nil }})
 	t0 := time.Now()
 	p.began, p.base, p.duty, p.decided, p.rebased, p.probes = true, time.Millisecond, 0.5, t0, t0, 1
+	p.baseQuiet = true // as Begin leaves it before any activity was seen
 	if p.idleAt(t0) {
 		t.Fatal("idle before Active answered")
 	}
+	// Its first answers know little: idle only after idleMinPolls of them,
+	// all no (then at once).
+	for range idleMinPolls - 1 {
+		p.noteActive(false, t0)
+	}
+	if p.idleAt(t0) {
+		t.Fatalf("idle after %d answers", idleMinPolls-1)
+	}
 	p.noteActive(false, t0)
 	if !p.idleAt(t0) {
-		t.Fatal("not idle after Active's first no")
+		t.Fatalf("not idle after %d answers, all no", idleMinPolls)
 	}
 	now := t0
 	appActive := false
@@ -272,23 +282,69 @@ func TestPacerActivity(t *testing.T) {
 }
 
 // TestPacerRebase: while the application is active the baseline is
-// measured again every rebaseEvery, the copy held meanwhile; too few probes
-// (slow ones) keep the old baseline.
+// measured again every rebaseEvery, the copy held meanwhile. The
+// measurement goes on while the probe is still falling (the copy's
+// after-effects), up to measureMax; it may lower the baseline freely but
+// raise it by at most maxRaise (unless the baseline was taken before the
+// application was seen); too few probes (slow ones) keep the old baseline.
 func TestPacerRebase(t *testing.T) {
 	p := NewPacer(PacerConfig{Ratio: 2, Probe: func(context.Context) error { return nil }})
 	t0 := time.Now()
-	p.began, p.base, p.duty, p.decided, p.rebased, p.probes = true, time.Millisecond, 0.5, t0, t0, 1
+	p.began, p.base, p.duty, p.decided, p.rebased, p.probes, p.seen = true, time.Millisecond, 0.5, t0, t0, 1, true
 	now := t0.Add(rebaseEvery)
-	p.observe(time.Millisecond, now)
-	if !p.measuring {
-		t.Fatal("no measurement rebaseEvery after the last")
+	measure := func(lat func(time.Duration) time.Duration) time.Duration {
+		t.Helper()
+		start := now
+		p.observe(time.Millisecond, now)
+		if !p.measuring {
+			t.Fatal("no measurement rebaseEvery after the last")
+		}
+		for p.measuring {
+			now = now.Add(50 * time.Millisecond)
+			p.observe(lat(now.Sub(start)), now)
+			if now.Sub(start) > measureMax+time.Second {
+				t.Fatal("the measurement outlasted measureMax")
+			}
+		}
+		if p.rebased != now {
+			t.Fatalf("rebased %v, want %v", p.rebased, now)
+		}
+		return now.Sub(start)
 	}
-	for now.Before(p.measureEnd) {
-		now = now.Add(50 * time.Millisecond)
-		p.observe(4*time.Millisecond, now)
+	// Flat at 4 ms against a 1 ms baseline taken with the application:
+	// ends after measureFor, the raise limited.
+	if held := measure(func(time.Duration) time.Duration { return 4 * time.Millisecond }); held > measureFor+100*time.Millisecond {
+		t.Errorf("a flat measurement held the copy %v, want about %v", held, measureFor)
 	}
-	if p.measuring || p.base != 4*time.Millisecond || p.rebased != now {
-		t.Fatalf("measuring %v, baseline %v, rebased %v; want 4ms at %v", p.measuring, p.base, p.rebased, now)
+	if want := time.Duration(maxRaise * float64(time.Millisecond)); p.base != want {
+		t.Fatalf("baseline %v after measuring 4ms against 1ms, want %v (raise limited)", p.base, want)
+	}
+	// Falling from 8 ms by 1 ms every 500 ms down to 2 ms: the measurement
+	// lasts until it stops falling; the baseline (4 ms) drops to the
+	// settled 2 ms.
+	p.base = 4 * time.Millisecond
+	now = now.Add(rebaseEvery)
+	held := measure(func(e time.Duration) time.Duration {
+		return max(8*time.Millisecond-time.Duration(e/(500*time.Millisecond))*time.Millisecond, 2*time.Millisecond)
+	})
+	if held < 3*time.Second || held > measureMax {
+		t.Errorf("a falling measurement held the copy %v, want until it settles (≥ 3s, ≤ %v)", held, measureMax)
+	}
+	if p.base != 2*time.Millisecond {
+		t.Fatalf("baseline %v after the probe settled at 2ms, want 2ms", p.base)
+	}
+	// Falling all the time (30 % per 500 ms): ends at measureMax.
+	now = now.Add(rebaseEvery)
+	if held := measure(func(e time.Duration) time.Duration { return time.Duration(1e8 * math.Pow(0.7, e.Seconds()/0.5)) }); held < measureMax || held > measureMax+100*time.Millisecond {
+		t.Errorf("an ever-falling measurement held the copy %v, want %v", held, measureMax)
+	}
+	// A baseline taken on a quiet server: the first measurement with the
+	// application replaces it whole.
+	p.base, p.baseQuiet = time.Millisecond, true
+	now = now.Add(rebaseEvery)
+	measure(func(time.Duration) time.Duration { return 4 * time.Millisecond })
+	if p.base != 4*time.Millisecond || p.baseQuiet {
+		t.Fatalf("baseline %v (quiet %v) after measuring 4ms against a quiet 1ms, want 4ms taken with the application", p.base, p.baseQuiet)
 	}
 	now = now.Add(rebaseEvery)
 	p.observe(time.Millisecond, now) // starts the next
