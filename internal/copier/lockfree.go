@@ -226,9 +226,16 @@ func (c *Copier) killAndWait(ctx context.Context, id int64) error {
 	if _, err := c.db.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil && dbconn.Number(err) != erNoSuchThread {
 		return err
 	}
+	// The flavor's processlist: MySQL's information_schema.PROCESSLIST fails
+	// whole (3854) while any session runs a statement with 4-byte or binary
+	// text, such as the applier writing binary values.
+	processlist, err := flavor.ProcesslistOf(ctx, c.db)
+	if err != nil {
+		return err
+	}
 	for {
 		var n int
-		if err := c.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n); err != nil {
+		if err := c.db.QueryRowContext(ctx, dbconn.Tag+"SELECT COUNT(*) FROM "+processlist+" WHERE ID = ?", id).Scan(&n); err != nil {
 			return err
 		}
 		if n == 0 {
