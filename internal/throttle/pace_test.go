@@ -20,6 +20,8 @@ func TestNextDuty(t *testing.T) {
 		{"above the limit: cut", 0.5, 5 * time.Millisecond, 0.3},
 		{"cut stops at the floor", 0.03, time.Second, minDuty},
 		{"well below: grow", 0.5, 2 * time.Millisecond, 0.6},
+		{"well below, low duty: grow by a quarter", 0.02, 2 * time.Millisecond, 0.025},
+		{"well below, 0.2: grow by a quarter", 0.2, 2 * time.Millisecond, 0.25},
 		{"growth stops at 1", 0.95, 1 * time.Millisecond, 1},
 		{"between 75 % and 100 % of the limit: keep", 0.4, 3500 * time.Microsecond, 0.4},
 		{"exactly the limit: keep", 0.4, 4 * time.Millisecond, 0.4},

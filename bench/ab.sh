@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# bench/ab.sh: A/B of recast builds (or settings) under one steady load, on
+# one sandbox, runs in the order given, so that A and B can alternate
+# (A B A B) and drifts of the machine show.
+#
+#   bench/ab.sh [--rate TPS] [--rows N] LABEL:BINARY[:REDO[:FLAGS]] ...
+#
+#   LABEL   a name for the run (its files are LABEL.*)
+#   BINARY  a recast binary (build one per revision: git worktree + go build)
+#   REDO    innodb_log_file_size for the run (e.g. 96M, 1G; MariaDB resizes
+#           it online); empty: leave it
+#   FLAGS   extra flags for recast migrate (quoted, space-separated)
+#
+# MariaDB 10.11 sandbox (primary and a serial replica, buffer pool 1 GiB), a
+# sysbench table of N rows (1M) rebuilt once; per run: wait until the
+# checkpoint age is below 5 % of its maximum (the previous run's pages
+# flushed), sysbench oltp_write_only --threads=8 --rate=TPS (500) for 20 s,
+# then recast migrate --alter FORCE --drop-old-table (default pacing), then
+# 10 s more. The first run after the table's preparation starts on a busier
+# server (the preparation's pages still flushing): put a warm-up run first.
+# Prints per run: wall time; sysbench's per-second p99 before (seconds
+# 6–20) and during the run (mean, median, × before); seconds above 10 ms;
+# the checkpoint age each second (MiB). Output in bench/out/ab-<timestamp>/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$PATH:/usr/sbin"
+RATE=500 ROWS=1000000
+while [ $# -gt 0 ]; do
+	case $1 in
+	--rate) RATE=$2; shift 2 ;;
+	--rows) ROWS=$2; shift 2 ;;
+	-*) echo "ab: unknown flag $1" >&2; exit 2 ;;
+	*) break ;;
+	esac
+done
+[ $# -gt 0 ] || { echo "ab: no runs given (LABEL:BINARY[:REDO[:FLAGS]])" >&2; exit 2; }
+OUT=bench/out/ab-$(date -u +%Y%m%d-%H%M%S)
+mkdir -p "$OUT"
+SB_DIR=.sandbox/ab PORT=${BENCH_PORT:-14506}
+IFS=: read -r _ first _ <<<"$1"
+"$first" sandbox up --dir "$SB_DIR" --port "$PORT" --replicas 1 --quiet >"$OUT/sandbox.txt"
+trap '"$first" sandbox down --dir "$SB_DIR" >/dev/null 2>&1 || true' EXIT
+sql() { local p=$1; shift; mariadb -h127.0.0.1 -P"$p" -urecast -precast "$@"; }
+for p in "$PORT" $((PORT + 1)); do sql "$p" -e "SET GLOBAL innodb_buffer_pool_size = 1073741824"; done
+sql $((PORT + 1)) -e "STOP SLAVE; SET GLOBAL slave_parallel_threads = 0; START SLAVE"
+sql "$PORT" -e "CREATE DATABASE sbtest"
+SB=(--db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$PORT" --mysql-user=recast --mysql-password=recast
+	--mysql-db=sbtest --tables=1 --table-size="$ROWS")
+sysbench oltp_read_write "${SB[@]}" prepare >"$OUT/prepare.log" 2>&1
+sql "$PORT" sbtest -e "ALTER TABLE sbtest1 FORCE"
+age() { sql "$PORT" -N -e "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_checkpoint_age','Innodb_checkpoint_max_age')"; }
+for spec in "$@"; do
+	IFS=: read -r label bin redo flags <<<"$spec"
+	[ -z "$redo" ] || sql "$PORT" -e "SET GLOBAL innodb_log_file_size = $(numfmt --from=iec "$redo")"
+	for _ in $(seq 120); do
+		age | awk '{v[$1]=$2} END {exit !(v["Innodb_checkpoint_age"] < 0.05 * v["Innodb_checkpoint_max_age"])}' && break
+		sleep 1
+	done
+	sysbench oltp_write_only "${SB[@]}" --threads=8 --rate="$RATE" --time=3600 --report-interval=1 --percentile=99 run \
+		>"$OUT/$label.sysbench.log" 2>&1 &
+	sbpid=$!
+	sleep 20
+	(while kill -0 "$sbpid" 2>/dev/null; do age | awk '$1 == "Innodb_checkpoint_age" {print $2}'; sleep 1; done) >"$OUT/$label.ckpt" &
+	t0=$(date +%s.%N)
+	# shellcheck disable=SC2086 # FLAGS are split on purpose
+	"$bin" migrate --host 127.0.0.1 --port "$PORT" --user recast --password recast --database sbtest --table sbtest1 \
+		--alter FORCE --execute --drop-old-table --progress-interval 1s $flags >"$OUT/$label.log" 2>&1
+	t1=$(date +%s.%N)
+	sleep 10
+	kill "$sbpid"
+	wait "$sbpid" 2>/dev/null || true
+	grep -oE '^\[ *[0-9]+s \].*lat \(ms,99%\): [0-9.]+' "$OUT/$label.sysbench.log" |
+		sed -E 's/^\[ *([0-9]+)s \].*: ([0-9.]+)$/\1 \2/' >"$OUT/$label.p99"
+	python3 - "$OUT/$label.p99" "$label" "${redo:-as is}" "$t0" "$t1" <<'PY' | tee -a "$OUT/ab.txt"
+import statistics as st, sys
+f, label, redo, t0, t1 = sys.argv[1:]
+v = dict((int(a), float(b)) for a, b in (l.split() for l in open(f)))
+wall = float(t1) - float(t0)
+before = [v[s] for s in range(6, 21) if s in v]
+during = [v[s] for s in range(21, 22 + int(wall)) if s in v]
+if not before or not during:
+    print(f"{label} (redo {redo}): wall {wall:.1f} s | too few sysbench seconds to compare")
+    sys.exit()
+mb, md = st.mean(before), st.median(before)
+m, d = st.mean(during), st.median(during)
+print(f"{label} (redo {redo}): wall {wall:.1f} s | p99 before mean {mb:.2f} ms, median {md:.2f} | during mean {m:.2f} (×{m / mb:.1f}), "
+      f"median {d:.2f} (×{d / md:.1f}) | seconds above 10 ms: {sum(x > 10 for x in during)} of {len(during)}")
+PY
+	awk '{printf "%d ", $1 / 1048576} END {print "(checkpoint age, MiB, each second)"}' "$OUT/$label.ckpt" | tee -a "$OUT/ab.txt"
+done

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# bench/floor.sh: what the application's p99 pays for recast being there
+# with its copy held — the binlog reader and the applier replaying the
+# application's changes into the new table — before the copy costs anything.
+#
+#   bench/floor.sh [--flavor mariadb-10.11|mariadb-11.8|mysql-9.7] [--rows N]
+#                  [--rate TPS] [--hold S] [--keep-sandbox]
+#
+# One sysbench `oltp_write_only --threads=8 --rate=TPS` runs throughout on a
+# sandbox with a serial replica (as bench/run.sh's); over it, phases of
+# --hold seconds with 10 s gaps:
+#   base     nothing else
+#   binlog   a plain binlog client (mariadb-binlog --read-from-remote-server;
+#            MariaDB only): the cost of one more binlog dump
+#   held     recast migrate … --alter FORCE with the copy held from the start
+#            (--throttle-flag-file): its binlog reader, applier, heartbeat,
+#            probe; stopped with SIGINT, then `recast cleanup`
+#   held-again  the same again (repeat)
+#   held-nopace the same with --max-latency-ratio 0: no latency probe (the
+#            pacer's one-row write every 50 ms), so its share shows
+# and prints per phase the mean and median of sysbench's per-second p99
+# (the first 5 s of each phase left out), the server's commits and InnoDB
+# fsyncs per second, and the CPU (share of one core, from /proc/PID/stat)
+# of the primary, the replica and recast.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$PATH:/usr/sbin"
+
+FLAVOR=mariadb-10.11 ROWS=1000000 RATE=410 HOLD=30 KEEP=0
+PORT=${BENCH_PORT:-14406}
+while [ $# -gt 0 ]; do
+	case $1 in
+	--flavor) FLAVOR=$2; shift 2 ;;
+	--rows) ROWS=$2; shift 2 ;;
+	--rate) RATE=$2; shift 2 ;;
+	--hold) HOLD=$2; shift 2 ;;
+	--keep-sandbox) KEEP=1; shift ;;
+	*) echo "floor: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+
+OUT=bench/out/floor-$(date -u +%Y%m%d-%H%M%S)
+SB_DIR=.sandbox/floor
+mkdir -p "$OUT/bin"
+RECAST=$OUT/bin/recast
+go build -o "$RECAST" ./cmd/recast
+say() { printf '[%s] %s\n' "$(date -u +%T)" "$*" | tee -a "$OUT/floor.log" >&2; }
+
+"$RECAST" sandbox up --dir "$SB_DIR" --port "$PORT" --replicas 1 --flavor "$FLAVOR" --quiet >"$OUT/sandbox.txt"
+down() { [ "$KEEP" = 1 ] || "$RECAST" sandbox down --dir "$SB_DIR" >/dev/null 2>&1 || true; }
+trap down EXIT
+RPORT=$((PORT + 1))
+read -r PPID_SRV RPID_SRV < <(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["sandbox"]; print(s["primary"]["pid"], s["replicas"][0]["pid"])' "$SB_DIR/sandbox.json")
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+sql() { local p=$1; shift; mariadb -h127.0.0.1 -P"$p" -urecast -precast "$@"; }
+for p in "$PORT" "$RPORT"; do sql "$p" -e "SET GLOBAL innodb_buffer_pool_size = 1073741824"; done
+if [[ $FLAVOR == mysql-* ]]; then
+	sql "$RPORT" -e "STOP REPLICA; SET GLOBAL replica_parallel_workers = 1; START REPLICA"
+else
+	sql "$RPORT" -e "STOP SLAVE; SET GLOBAL slave_parallel_threads = 0; START SLAVE"
+fi
+sql "$PORT" -e "CREATE DATABASE IF NOT EXISTS sbtest"
+SB=(--db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$PORT" --mysql-user=recast --mysql-password=recast
+	--mysql-db=sbtest --tables=1 --table-size="$ROWS")
+say "$FLAVOR: sysbench prepare, $ROWS rows"
+sysbench oltp_read_write "${SB[@]}" prepare >"$OUT/prepare.log" 2>&1
+
+counters() {
+	sql "$PORT" -N -e "SHOW GLOBAL STATUS WHERE Variable_name IN ('Binlog_commits','Com_commit','Innodb_data_fsyncs','Handler_write')" |
+		awk -v t="$(date +%s.%N)" '{printf "%s %s %s\n", t, $1, $2}'
+}
+PHASES=$OUT/phases
+: >"$PHASES"
+mark() {
+	echo "$(($(date +%s) - T0)) $*" >>"$PHASES"
+	counters >>"$OUT/counters"
+	echo "$(date +%s.%N) $(ticks "$PPID_SRV") $(ticks "$RPID_SRV") ${RECAST_TICKS:-0}" >>"$OUT/cpu"
+}
+
+say "sysbench oltp_write_only --threads=8 --rate=$RATE"
+sysbench oltp_write_only "${SB[@]}" --threads=8 --rate="$RATE" --time=3600 --report-interval=1 --percentile=99 run >"$OUT/sysbench.log" 2>&1 &
+SBPID=$!
+T0=$(date +%s)
+sleep 5
+mark start base
+sleep "$HOLD"
+mark stop base
+sleep 10
+if [[ $FLAVOR != mysql-* ]]; then
+	f=$(sql "$PORT" -N -e "SHOW MASTER STATUS" | awk '{print $1}')
+	mark start binlog
+	timeout "$HOLD" mariadb-binlog --read-from-remote-server --host=127.0.0.1 --port="$PORT" --user=recast --password=recast \
+		--stop-never --verbose "$f" >/dev/null 2>&1 || true
+	mark stop binlog
+	sleep 10
+fi
+FLAG=$OUT/hold.flag
+for phase in held held-again held-nopace; do
+	extra=()
+	[ "$phase" = held-nopace ] && extra=(--max-latency-ratio 0)
+	touch "$FLAG"
+	RECAST_TICKS=0 mark start "$phase"
+	"$RECAST" migrate --host 127.0.0.1 --port "$PORT" --user recast --password recast --database sbtest --table sbtest1 \
+		--alter FORCE --execute --progress-interval 1s --throttle-flag-file "$FLAG" "${extra[@]}" >"$OUT/$phase.log" 2>&1 &
+	pid=$!
+	sleep "$HOLD"
+	RECAST_TICKS=$(ticks "$pid") mark stop "$phase"
+	kill -INT "$pid"
+	wait "$pid" || true
+	"$RECAST" cleanup --host 127.0.0.1 --port "$PORT" --user recast --password recast --database sbtest --table sbtest1 >>"$OUT/cleanup.log" 2>&1
+	sleep 10
+done
+kill "$SBPID"
+wait "$SBPID" 2>/dev/null || true
+
+grep -oE '^\[ *[0-9]+s \].*lat \(ms,99%\): [0-9.]+' "$OUT/sysbench.log" |
+	sed -E 's/^\[ *([0-9]+)s \].*: ([0-9.]+)$/\1 \2/' >"$OUT/p99.tsv"
+python3 - "$OUT" "$FLAVOR" "$RATE" <<'EOF' | tee "$OUT/floor.md"
+import statistics as st, sys
+out, flavor, rate = sys.argv[1:]
+p = dict((int(a), float(b)) for a, b in (l.split() for l in open(out + "/p99.tsv")))
+ph = [l.split() for l in open(out + "/phases")]
+c = {}
+for l in open(out + "/counters"):
+    t, k, v = l.split()
+    c.setdefault(k, []).append((float(t), int(v)))
+cpu = [[float(x) for x in l.split()] for l in open(out + "/cpu")]
+print(f"| phase ({flavor}, sysbench oltp_write_only --rate={rate}) | p99 mean ms | p99 median ms | × base (mean) | commits/s | InnoDB fsyncs/s | CPU primary | CPU replica | CPU recast |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+base = None
+for i in range(0, len(ph), 2):
+    a, b, name = int(ph[i][0]), int(ph[i + 1][0]), ph[i][2]
+    v = [p[s] for s in range(a + 5, b + 1) if s in p]
+    mean = st.mean(v)
+    base = base or mean
+    def rate_of(k):
+        if k not in c:
+            return "–"
+        (t0, v0), (t1, v1) = c[k][i], c[k][i + 1]
+        return f"{(v1 - v0) / (t1 - t0):.0f}"
+    (t0, p0, r0, _), (t1, p1, r1, x1) = cpu[i], cpu[i + 1]
+    share = lambda d: f"{d / 100 / (t1 - t0) * 100:.0f} %"
+    rc = share(x1) if name.startswith("held") else "–"
+    print(f"| {name} | {mean:.2f} | {st.median(v):.2f} | {mean / base:.2f} | {rate_of('Binlog_commits') if 'Binlog_commits' in c else rate_of('Com_commit')} | {rate_of('Innodb_data_fsyncs')} | {share(p1 - p0)} | {share(r1 - r0)} | {rc} |")
+EOF
+say "written $OUT/floor.md"
