@@ -24,6 +24,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH:/usr/sbin"
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 RATE=500 ROWS=1000000
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -40,9 +42,7 @@ SB_DIR=.sandbox/ab PORT=${BENCH_PORT:-14506}
 IFS=: read -r _ first _ <<<"$1"
 "$first" sandbox up --dir "$SB_DIR" --port "$PORT" --replicas 1 --quiet >"$OUT/sandbox.txt"
 trap '"$first" sandbox down --dir "$SB_DIR" >/dev/null 2>&1 || true' EXIT
-sql() { local p=$1; shift; mariadb -h127.0.0.1 -P"$p" -urecast -precast "$@"; }
-for p in "$PORT" $((PORT + 1)); do sql "$p" -e "SET GLOBAL innodb_buffer_pool_size = 1073741824"; done
-sql $((PORT + 1)) -e "STOP SLAVE; SET GLOBAL slave_parallel_threads = 0; START SLAVE"
+bench_servers "$PORT" mariadb
 sql "$PORT" -e "CREATE DATABASE sbtest"
 SB=(--db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$PORT" --mysql-user=recast --mysql-password=recast
 	--mysql-db=sbtest --tables=1 --table-size="$ROWS")
@@ -69,8 +69,7 @@ for spec in "$@"; do
 	sleep 10
 	kill "$sbpid"
 	wait "$sbpid" 2>/dev/null || true
-	grep -oE '^\[ *[0-9]+s \].*lat \(ms,99%\): [0-9.]+' "$OUT/$label.sysbench.log" |
-		sed -E 's/^\[ *([0-9]+)s \].*: ([0-9.]+)$/\1 \2/' >"$OUT/$label.p99"
+	p99_series "$OUT/$label.sysbench.log" >"$OUT/$label.p99"
 	python3 - "$OUT/$label.p99" "$label" "${redo:-as is}" "$t0" "$t1" <<'PY' | tee -a "$OUT/ab.txt"
 import statistics as st, sys
 f, label, redo, t0, t1 = sys.argv[1:]

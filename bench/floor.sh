@@ -25,6 +25,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH:/usr/sbin"
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 FLAVOR=mariadb-10.11 ROWS=1000000 RATE=410 HOLD=30 KEEP=0
 PORT=${BENCH_PORT:-14406}
@@ -49,16 +51,9 @@ say() { printf '[%s] %s\n' "$(date -u +%T)" "$*" | tee -a "$OUT/floor.log" >&2; 
 "$RECAST" sandbox up --dir "$SB_DIR" --port "$PORT" --replicas 1 --flavor "$FLAVOR" --quiet >"$OUT/sandbox.txt"
 down() { [ "$KEEP" = 1 ] || "$RECAST" sandbox down --dir "$SB_DIR" >/dev/null 2>&1 || true; }
 trap down EXIT
-RPORT=$((PORT + 1))
 read -r PPID_SRV RPID_SRV < <(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["sandbox"]; print(s["primary"]["pid"], s["replicas"][0]["pid"])' "$SB_DIR/sandbox.json")
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
-sql() { local p=$1; shift; mariadb -h127.0.0.1 -P"$p" -urecast -precast "$@"; }
-for p in "$PORT" "$RPORT"; do sql "$p" -e "SET GLOBAL innodb_buffer_pool_size = 1073741824"; done
-if [[ $FLAVOR == mysql-* ]]; then
-	sql "$RPORT" -e "STOP REPLICA; SET GLOBAL replica_parallel_workers = 1; START REPLICA"
-else
-	sql "$RPORT" -e "STOP SLAVE; SET GLOBAL slave_parallel_threads = 0; START SLAVE"
-fi
+bench_servers "$PORT" "$FLAVOR"
 sql "$PORT" -e "CREATE DATABASE IF NOT EXISTS sbtest"
 SB=(--db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$PORT" --mysql-user=recast --mysql-password=recast
 	--mysql-db=sbtest --tables=1 --table-size="$ROWS")
@@ -113,8 +108,7 @@ done
 kill "$SBPID"
 wait "$SBPID" 2>/dev/null || true
 
-grep -oE '^\[ *[0-9]+s \].*lat \(ms,99%\): [0-9.]+' "$OUT/sysbench.log" |
-	sed -E 's/^\[ *([0-9]+)s \].*: ([0-9.]+)$/\1 \2/' >"$OUT/p99.tsv"
+p99_series "$OUT/sysbench.log" >"$OUT/p99.tsv"
 python3 - "$OUT" "$FLAVOR" "$RATE" <<'EOF' | tee "$OUT/floor.md"
 import statistics as st, sys
 out, flavor, rate = sys.argv[1:]
