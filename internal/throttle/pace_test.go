@@ -242,6 +242,45 @@ func TestPacerHoldsWhileIdle(t *testing.T) {
 	}
 }
 
+// TestPacerBeginIdle: Active is asked with every probe until it has
+// answered idleMinPolls times, so that on an idle server Begin returns
+// after baselineQuietMin probes with the copy unpaced from its first chunk
+// (asked every activeEvery, Active had not answered enough by the time the
+// baseline was taken, and the copy started paced); with the application
+// active Begin still waits for baselineMin probes and the copy starts
+// paced.
+func TestPacerBeginIdle(t *testing.T) {
+	for _, active := range []bool{false, true} {
+		var polls atomic.Int32
+		p := NewPacer(PacerConfig{Ratio: 2, Every: 20 * time.Millisecond,
+			Probe: func(context.Context) error { return nil },
+			Active: func(context.Context) (bool, error) {
+				polls.Add(1)
+				return active, nil
+			}})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); p.Run(ctx) }()
+		p.Begin(ctx)
+		p.mu.Lock()
+		n := len(p.before)
+		p.mu.Unlock()
+		holding, duty := p.Holding(), p.Duty()
+		cancel()
+		<-done
+		switch {
+		case !active && (n >= baselineMin || n < baselineQuietMin):
+			t.Errorf("idle: Begin returned after %d probes (%d answers), want %d to %d", n, polls.Load(), baselineQuietMin, baselineMin-1)
+		case !active && (holding || duty != 1):
+			t.Errorf("idle: the copy starts held (holding %v, duty %v)", holding, duty)
+		case active && n < baselineMin:
+			t.Errorf("active: Begin returned after %d probes, want %d", n, baselineMin)
+		case active && (!holding || duty != startDuty):
+			t.Errorf("active: holding %v, duty %v; want the copy paced at %v", holding, duty, startDuty)
+		}
+	}
+}
+
 // TestPacerActivity runs a Pacer whose probe is always slow: the duty is 1
 // while Active says no, falls once it says yes or fails (an error counts as
 // activity), and is 1 again idleAfter after the last yes.
@@ -369,14 +408,20 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // TestActivityWindow: a trickle of application rows events or a session
-// seen once is not a load; 50 rows events or two sightings within the
-// last 8 polls are, and they age out of the window.
+// seen once is not a load; rows events at 25/s over the window's time (50
+// in 8 polls 250 ms apart), at least activeRowsMin of them, or two
+// sightings within the last 8 polls are, and they age out of the window.
+// Polls closer together (the pacer's first ones) need proportionally fewer
+// events.
 func TestActivityWindow(t *testing.T) {
 	var w activityWindowState
 	counter := uint64(1000)
+	now := time.Unix(1e9, 0)
+	every := activeEvery
 	poll := func(events uint64, session bool) bool {
 		counter += events
-		return w.add(counter, session)
+		now = now.Add(every)
+		return w.add(now, counter, session)
 	}
 	if poll(0, false) {
 		t.Fatal("first poll: the counter's past counts as activity")
@@ -400,8 +445,8 @@ func TestActivityWindow(t *testing.T) {
 	if poll(0, false) {
 		t.Fatal("a sighting older than the window still counts")
 	}
-	if !poll(activeRowsEvents, false) {
-		t.Fatal("50 rows events in one poll: not active")
+	if !poll(50, false) { // 25/s over the window's 2 s
+		t.Fatal("50 rows events in one poll of a 2 s window: not active")
 	}
 	for range activityWindow - 1 {
 		if !poll(0, false) {
@@ -411,7 +456,27 @@ func TestActivityWindow(t *testing.T) {
 	if poll(0, false) {
 		t.Fatal("the rows events did not leave the window")
 	}
-	if poll(0, false) || w.add(counter-10, false) {
+	if poll(0, false) || w.add(now.Add(every), counter-10, false) {
 		t.Fatal("a counter that went back (a new stream) counted as activity")
+	}
+
+	// The pacer's first polls, 50 ms apart, on a fresh window.
+	every = 50 * time.Millisecond
+	w = activityWindowState{}
+	poll(0, false)
+	for i := range 3 * activityWindow { // a heartbeat at 20/s: one event a poll
+		if poll(1, false) {
+			t.Fatalf("fast poll %d: a 20/s heartbeat counted as the application", i)
+		}
+	}
+	w = activityWindowState{}
+	poll(0, false)
+	if !poll(activeRowsMin, false) {
+		t.Fatalf("%d rows events in the first 50 ms (160/s): not active", activeRowsMin)
+	}
+	w = activityWindowState{}
+	poll(0, false)
+	if poll(activeRowsMin-1, false) {
+		t.Fatalf("%d rows events, fewer than activeRowsMin, counted as a load", activeRowsMin-1)
 	}
 }

@@ -189,15 +189,19 @@ func ActiveSessions(ctx context.Context, db *sql.DB, processlist string) ([]Acti
 }
 
 // The application counts as active when, over the last activityWindow
-// polls of activity (activeEvery apart: 2 s), the binlog reader saw at
-// least activeRowsEvents of its rows events or a poll found one of its
-// sessions running a statement at least activePolls times. Below that it
-// is a heartbeat or a trickle (a pt-heartbeat writes once a second), not
-// a load a paced copy would protect.
+// polls of activity (activeEvery apart: 2 s; Every apart while the pacer
+// is still learning, see idleMinPolls), the binlog reader saw its rows
+// events at activeRowsRate or more (and at least activeRowsMin of them),
+// or a poll found one of its sessions running a statement at least
+// activePolls times. Below that it is a heartbeat or a trickle (a
+// pt-heartbeat writes once a second), not a load a paced copy would
+// protect. The rate is over the time the window's polls cover, so that
+// polls closer together need proportionally fewer events.
 const (
-	activityWindow   = 8
-	activeRowsEvents = 50
-	activePolls      = 2
+	activityWindow = 8
+	activeRowsRate = 25 // rows events a second (50 over a window of 2 s)
+	activeRowsMin  = 8
+	activePolls    = 2
 )
 
 // activity is the pacer's Active, by the rule above.
@@ -215,38 +219,48 @@ func activity(db *sql.DB, processlist string, writes func() uint64, log *slog.Lo
 		if len(active) > 0 && log.Enabled(ctx, slog.LevelDebug) {
 			log.Debug("pacing: application session active", "id", active[0].ID, "statement", active[0].Statement, "sessions", len(active))
 		}
-		return w.add(n, len(active) > 0), nil
+		return w.add(time.Now(), n, len(active) > 0), nil
 	}
 }
 
 // activityWindowState is the window of activity's last polls.
 type activityWindowState struct {
-	events   [activityWindow]uint64 // rows events seen since the previous poll
-	sessions [activityWindow]bool   // the poll found an application session
+	events   [activityWindow]uint64        // rows events seen since the previous poll
+	spans    [activityWindow]time.Duration // time since the previous poll
+	sessions [activityWindow]bool          // the poll found an application session
 	i        int
-	last     uint64 // the counter at the previous poll
-	started  bool
+	last     uint64 // the counter at the previous poll ...
+	lastAt   time.Time
+	started  bool // ... once there was one
 }
 
-// add records one poll: the binlog's application rows events counter and
-// whether a session was found; it tells whether the window shows activity.
-func (w *activityWindowState) add(counter uint64, session bool) bool {
+// add records one poll at now: the binlog's application rows events
+// counter and whether a session was found; it tells whether the window
+// shows activity.
+func (w *activityWindowState) add(now time.Time, counter uint64, session bool) bool {
 	var d uint64
-	if w.started && counter >= w.last {
-		d = counter - w.last
+	var span time.Duration
+	if w.started {
+		if counter >= w.last {
+			d = counter - w.last
+		}
+		span = max(now.Sub(w.lastAt), 0)
 	}
-	w.last, w.started = counter, true
-	w.events[w.i], w.sessions[w.i] = d, session
+	w.last, w.lastAt, w.started = counter, now, true
+	w.events[w.i], w.spans[w.i], w.sessions[w.i] = d, span, session
 	w.i = (w.i + 1) % activityWindow
 	var events uint64
+	var covered time.Duration
 	polls := 0
 	for k := range activityWindow {
 		events += w.events[k]
+		covered += w.spans[k]
 		if w.sessions[k] {
 			polls++
 		}
 	}
-	return events >= activeRowsEvents || polls >= activePolls
+	busy := events >= activeRowsMin && float64(events) >= activeRowsRate*covered.Seconds()
+	return busy || polls >= activePolls
 }
 
 // Pacer is the copy's pacer, nil unless PaceRatio > 0.
