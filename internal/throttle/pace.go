@@ -76,15 +76,15 @@ const (
 	// replaced whole when the application shows up).
 	baselineQuietMin = 3
 	baselineWait     = 3 * time.Second
-	recentKeep   = 20                     // probes the current latency is taken over (1 s at 50 ms)
-	decideEvery  = 10                     // probes between duty decisions (500 ms at 50 ms) ...
-	decideAfter  = 500 * time.Millisecond // ... or this long, when probes are slow
-	probeTimeout = time.Second            // a probe taking longer counts as this long
-	minDuty      = 0.02
-	dutyGrowth   = 0.25 // relative growth per decision (at most +0.1)
-	startDuty    = 0.5
-	minBaseline  = 200 * time.Microsecond // a faster probe is noise, not a budget
-	maxPause     = 2 * time.Second
+	recentKeep       = 20                     // probes the current latency is taken over (1 s at 50 ms)
+	decideEvery      = 10                     // probes between duty decisions (500 ms at 50 ms) ...
+	decideAfter      = 500 * time.Millisecond // ... or this long, when probes are slow
+	probeTimeout     = time.Second            // a probe taking longer counts as this long
+	minDuty          = 0.02
+	dutyGrowth       = 0.25 // relative growth per decision (at most +0.1)
+	startDuty        = 0.5
+	minBaseline      = 200 * time.Microsecond // a faster probe is noise, not a budget
+	maxPause         = 2 * time.Second
 	// The baseline is measured again, the copy held for measureFor, when
 	// the application shows up after being idle and every rebaseEvery while
 	// it is active: the application's own load changes (a baseline taken on
