@@ -480,3 +480,32 @@ func TestActivityWindow(t *testing.T) {
 		t.Fatalf("%d rows events, fewer than activeRowsMin, counted as a load", activeRowsMin-1)
 	}
 }
+
+// TestSessionLoad: a session seen running counts as the application's load
+// unless it is a short write (judged by its rows events instead): INSERT,
+// UPDATE, DELETE, REPLACE or COMMIT, after comments and whitespace, running
+// for less than a second.
+func TestSessionLoad(t *testing.T) {
+	for _, c := range []struct {
+		stmt string
+		secs int64
+		load bool
+	}{
+		{"INSERT INTO bench_meta.heartbeat (id, ts) VALUES (1, NOW(6)) ON DUPLICATE KEY UPDATE ts = VALUES(ts)", 0, false},
+		{"  /* app */ update t SET a = 1", 0, false},
+		{"-- x\n# y\ndelete from t", 0, false},
+		{"(REPLACE INTO t VALUES (1))", 0, false},
+		{"COMMIT", 0, false},
+		{"INSERT INTO t SELECT * FROM u", 1, true}, // a batch: its rows reach the binlog at its commit
+		{"SELECT * FROM t", 0, true},
+		{"select sleep(1)", 0, true},
+		{"/* unterminated comment INSERT", 0, true},
+		{"INSERTED", 0, true},
+		{"", 0, true}, // INFO NULL: Execute/Fetch of an unknown statement
+		{"WITH x AS (SELECT 1) SELECT * FROM x", 0, true},
+	} {
+		if got := (ActiveSession{Statement: c.stmt, Seconds: c.secs}).load(); got != c.load {
+			t.Errorf("%q running %d s: load %v, want %v", c.stmt, c.secs, got, c.load)
+		}
+	}
+}
