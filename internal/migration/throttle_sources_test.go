@@ -151,13 +151,14 @@ func TestThrottleQueryLive(t *testing.T) {
 // TestPacedCopy (--max-latency-ratio): the pacer takes the probe's latency
 // before the copy as its baseline, cuts the copy's duty while the probe is
 // slow (here: a session holds the probe's row lock, so each probe waits
-// its full timeout), lets it grow back once the probe is fast again, shows
+// its full timeout), lets it grow back once the probe is fast again and
+// the copy runs (not while it is paused), shows
 // all of it in the status and the progress line, and the migrated table is
 // the original with the ALTER applied.
 func TestPacedCopy(t *testing.T) {
 	schema := testutil.NewSchema(t)
 	db := testutil.DB(t, schema)
-	thrTable(t, db, "t", 3000)
+	thrTable(t, db, "t", 20000) // enough left to copy while the duty grows back (from below 0.2)
 	before := thrDigest(t, db, "t")
 	// The application: writes to another table, which the pacer sees in
 	// the binlog (without it the pacer would let the copy run unpaced).
@@ -237,15 +238,25 @@ func TestPacedCopy(t *testing.T) {
 	if out := status.Command(ctl, "max-latency-ratio=?"); strings.TrimSpace(out) != "3" {
 		t.Errorf("max-latency-ratio=? answered %q", out)
 	}
+	cut := ctl.Status().Pace.Duty
 	if err := lock.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	until(t, r, time.Minute, "the duty back up once the probe is fast", func(s status.Snapshot) bool {
-		return s.Pace != nil && s.Pace.Duty >= 0.5
+	// The probe is fast again, but the copy is paused: what the probe says
+	// is not about the copy, and the duty does not grow (it would let the
+	// copy burst at full duty once the pause ends).
+	s = until(t, r, time.Minute, "the probe fast again", func(s status.Snapshot) bool {
+		return s.Pace != nil && s.Pace.CurrentSeconds > 0 && s.Pace.CurrentSeconds < 1.5*s.Pace.BaselineSeconds
 	})
+	if s.Pace.Duty > cut {
+		t.Errorf("duty grown from %.3f to %.3f while the copy was paused", cut, s.Pace.Duty)
+	}
 	if err := ctl.Resume(); err != nil {
 		t.Fatal(err)
 	}
+	until(t, r, time.Minute, "the duty back up once the probe is fast and the copy runs", func(s status.Snapshot) bool {
+		return s.Pace != nil && s.Pace.Duty >= 0.5
+	})
 	finishFast(t, ctl)
 	if err := r.wait(t, 2*time.Minute); err != nil {
 		t.Fatal(err)

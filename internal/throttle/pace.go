@@ -35,6 +35,9 @@ type Pacer struct {
 	current time.Duration   // the latency the last decision saw
 	duty    float64
 	began   bool
+	// chunkEnd: when the copy's last chunk ended (Pause); the duty grows
+	// only while chunks run.
+	chunkEnd time.Time
 
 	probes     int       // probes observed (the first, which dials, is not a sample)
 	measuring  bool      // the copy is held while the baseline is measured again
@@ -225,6 +228,15 @@ func (p *Pacer) observe(d time.Duration, now time.Time) {
 		return // not pacing, or only the copy is there: the duty is held
 	}
 	next := nextDuty(p.duty, p.current, p.base, p.cfg.Ratio)
+	if next > p.duty && now.Sub(p.chunkEnd) > time.Duration(recentKeep)*p.cfg.Every {
+		// No chunk ended while these probes were taken: the copy was held
+		// by something else (replica lag, --max-load, a pause) and the
+		// probe's low latency says nothing about it. Grown meanwhile, the
+		// duty let the copy run at full duty once the hold ended (bench,
+		// session 11, heavy load: the duty at 100 % through most of the
+		// replica-lag pauses, and the copy's bursts after them).
+		next = p.duty
+	}
 	if next != p.duty {
 		p.cfg.Logger.Debug("pacing: copy duty changed", "duty", next, "probe_p90", p.current, "baseline", p.base)
 	}
@@ -388,6 +400,7 @@ func (p *Pacer) PauseFor(took time.Duration) time.Duration { return p.pauseForAt
 
 func (p *Pacer) pauseForAt(took time.Duration, now time.Time) time.Duration {
 	p.mu.Lock()
+	p.chunkEnd = now
 	if p.measuring && p.cfg.Ratio > 0 {
 		d := p.measureEnd.Sub(now)
 		p.mu.Unlock()

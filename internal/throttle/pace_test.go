@@ -113,7 +113,20 @@ func TestPacerFollowsLatency(t *testing.T) {
 		t.Errorf("a 10 ms chunk at duty %v pauses %v, want ≥ 90 ms", p.Duty(), d)
 	}
 	latency.Store(int64(time.Millisecond))
-	waitFor(t, "the duty to recover under fast probes", func() bool { return p.Duty() == 1 })
+	// No chunk runs (the copy is held by something else): the fast probes
+	// say nothing about the copy, and the duty does not grow (the slow
+	// probes still in the window may cut it once more).
+	held := p.Duty()
+	for n := probes.Load(); probes.Load() < n+5*decideEvery+recentKeep; {
+		time.Sleep(time.Millisecond)
+	}
+	if d := p.Duty(); d > held {
+		t.Fatalf("duty %v after fast probes with no chunk run, grown from %v", d, held)
+	}
+	waitFor(t, "the duty to recover under fast probes with chunks running", func() bool {
+		p.PauseFor(time.Millisecond) // a chunk ended
+		return p.Duty() == 1
+	})
 	cancel()
 	<-done
 	if probes.Load() < baselineMin {
