@@ -176,8 +176,8 @@ type ActiveSession struct {
 // judged by their rows events in the binlog, which the rows rule counts:
 // a writer of 10 rows a second is a trickle there, but under a copy its
 // commits wait, and the session rule saw it running often enough to call
-// it a load (the bench's own heartbeat, session 11: three of seven idle
-// runs paced mid-copy, up to 2× the wall time). A write running a second
+// it a load (the bench's own heartbeat, session 11: 5 of 16 idle copies
+// paced mid-copy, the worst at 15.8 s against 7.5-8.2 s). A write running a second
 // or more (a batch) counts: its rows reach the binlog only at its commit.
 func (a ActiveSession) load() bool {
 	return a.Seconds >= 1 || !shortWrite(a.Statement)
