@@ -177,8 +177,9 @@ type ActiveSession struct {
 // a writer of 10 rows a second is a trickle there, but under a copy its
 // commits wait, and the session rule saw it running often enough to call
 // it a load (the bench's own heartbeat, session 11: 5 of 16 idle copies
-// paced mid-copy, the worst at 15.8 s against 7.5-8.2 s). A write running a second
-// or more (a batch) counts: its rows reach the binlog only at its commit.
+// paced mid-copy, the worst at 15.8 s against 7.5-8.2 s). A write running
+// a second or more (a batch) counts: its rows reach the binlog only at
+// its commit.
 func (a ActiveSession) load() bool {
 	return a.Seconds >= 1 || !shortWrite(a.Statement)
 }
@@ -243,10 +244,11 @@ func ActiveSessions(ctx context.Context, db *sql.DB, processlist string) ([]Acti
 // is still learning, see idleMinPolls), the binlog reader saw its rows
 // events at activeRowsRate or more (and at least activeRowsMin of them),
 // or a poll found one of its sessions running a statement (not a short
-// write: ActiveSession.load) at least activePolls times. Below that it is a heartbeat or a trickle (a
-// pt-heartbeat writes once a second), not a load a paced copy would
-// protect. The rate is over the time the window's polls cover, so that
-// polls closer together need proportionally fewer events.
+// write: ActiveSession.load) at least activePolls times. Below that it is
+// a heartbeat or a trickle (a pt-heartbeat writes once a second), not a
+// load a paced copy would protect. The rate is over the time the window's
+// polls cover, so that polls closer together need proportionally fewer
+// events.
 const (
 	activityWindow = 8
 	activeRowsRate = 25 // rows events a second (50 over a window of 2 s)
