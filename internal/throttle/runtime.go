@@ -282,9 +282,8 @@ type activityWindowState struct {
 	spans    [activityWindow]time.Duration // time since the previous poll
 	sessions [activityWindow]bool          // the poll found an application session
 	i        int
-	last     uint64 // the counter at the previous poll ...
-	lastAt   time.Time
-	started  bool // ... once there was one
+	last     uint64    // the counter at the previous poll ...
+	lastAt   time.Time // ... and when it was (zero before the first)
 }
 
 // add records one poll at now: the binlog's application rows events
@@ -293,13 +292,13 @@ type activityWindowState struct {
 func (w *activityWindowState) add(now time.Time, counter uint64, session bool) bool {
 	var d uint64
 	var span time.Duration
-	if w.started {
+	if !w.lastAt.IsZero() {
 		if counter >= w.last {
 			d = counter - w.last
 		}
 		span = max(now.Sub(w.lastAt), 0)
 	}
-	w.last, w.lastAt, w.started = counter, now, true
+	w.last, w.lastAt = counter, now
 	w.events[w.i], w.spans[w.i], w.sessions[w.i] = d, span, session
 	w.i = (w.i + 1) % activityWindow
 	var events uint64
