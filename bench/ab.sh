@@ -3,13 +3,16 @@
 # one sandbox, runs in the order given, so that A and B can alternate
 # (A B A B) and drifts of the machine show.
 #
-#   bench/ab.sh [--rate TPS] [--rows N] LABEL:BINARY[:REDO[:FLAGS]] ...
+#   bench/ab.sh [--rate TPS] [--rows N] LABEL:BINARY[:REDO[:FLAGS[:BINLOG]]] ...
 #
 #   LABEL   a name for the run (its files are LABEL.*)
 #   BINARY  a recast binary (build one per revision: git worktree + go build)
 #   REDO    innodb_log_file_size for the run (e.g. 96M, 1G; MariaDB resizes
 #           it online); empty: leave it
 #   FLAGS   extra flags for recast migrate (quoted, space-separated)
+#   BINLOG  max_binlog_size for the run, on the primary and the replica
+#           (e.g. 64M, the sandbox's, or 1G, the servers' default); empty:
+#           leave it
 #
 # MariaDB 10.11 sandbox (primary and a serial replica, buffer pool 1 GiB), a
 # sysbench table of N rows (1M) rebuilt once; per run: wait until the
@@ -35,7 +38,7 @@ while [ $# -gt 0 ]; do
 	*) break ;;
 	esac
 done
-[ $# -gt 0 ] || { echo "ab: no runs given (LABEL:BINARY[:REDO[:FLAGS]])" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "ab: no runs given (LABEL:BINARY[:REDO[:FLAGS[:BINLOG]]])" >&2; exit 2; }
 OUT=bench/out/ab-$(date -u +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 SB_DIR=.sandbox/ab PORT=${BENCH_PORT:-14506}
@@ -50,8 +53,9 @@ sysbench oltp_read_write "${SB[@]}" prepare >"$OUT/prepare.log" 2>&1
 sql "$PORT" sbtest -e "ALTER TABLE sbtest1 FORCE"
 age() { sql "$PORT" -N -e "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_checkpoint_age','Innodb_checkpoint_max_age')"; }
 for spec in "$@"; do
-	IFS=: read -r label bin redo flags <<<"$spec"
+	IFS=: read -r label bin redo flags binlog <<<"$spec"
 	[ -z "$redo" ] || sql "$PORT" -e "SET GLOBAL innodb_log_file_size = $(numfmt --from=iec "$redo")"
+	[ -z "$binlog" ] || for p in "$PORT" $((PORT + 1)); do sql "$p" -e "SET GLOBAL max_binlog_size = $(numfmt --from=iec "$binlog")"; done
 	for _ in $(seq 120); do
 		age | awk '{v[$1]=$2} END {exit !(v["Innodb_checkpoint_age"] < 0.05 * v["Innodb_checkpoint_max_age"])}' && break
 		sleep 1
@@ -70,7 +74,7 @@ for spec in "$@"; do
 	kill "$sbpid"
 	wait "$sbpid" 2>/dev/null || true
 	p99_series "$OUT/$label.sysbench.log" >"$OUT/$label.p99"
-	python3 - "$OUT/$label.p99" "$label" "${redo:-as is}" "$t0" "$t1" <<'PY' | tee -a "$OUT/ab.txt"
+	python3 - "$OUT/$label.p99" "$label" "${redo:-as is}${binlog:+, binlog $binlog}" "$t0" "$t1" <<'PY' | tee -a "$OUT/ab.txt"
 import statistics as st, sys
 f, label, redo, t0, t1 = sys.argv[1:]
 v = dict((int(a), float(b)) for a, b in (l.split() for l in open(f)))
