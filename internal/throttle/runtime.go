@@ -272,7 +272,12 @@ func activity(db *sql.DB, processlist string, writes func() uint64, log *slog.Lo
 		if len(load) > 0 && log.Enabled(ctx, slog.LevelDebug) {
 			log.Debug("pacing: application session active", "id", load[0].ID, "statement", load[0].Statement, "sessions", len(load))
 		}
-		return w.add(time.Now(), n, len(load) > 0), nil
+		busy := w.add(time.Now(), n, len(load) > 0)
+		if busy && log.Enabled(ctx, slog.LevelDebug) {
+			events, covered, polls := w.totals()
+			log.Debug("pacing: the application is active", "rows_events", events, "over", covered.Round(time.Millisecond), "session_polls", polls)
+		}
+		return busy, nil
 	}
 }
 
@@ -301,9 +306,14 @@ func (w *activityWindowState) add(now time.Time, counter uint64, session bool) b
 	w.last, w.lastAt = counter, now
 	w.events[w.i], w.spans[w.i], w.sessions[w.i] = d, span, session
 	w.i = (w.i + 1) % activityWindow
-	var events uint64
-	var covered time.Duration
-	polls := 0
+	events, covered, polls := w.totals()
+	busy := events >= activeRowsMin && float64(events) >= activeRowsRate*covered.Seconds()
+	return busy || polls >= activePolls
+}
+
+// totals: the window's rows events, the time its polls cover, and the
+// polls that found an application session.
+func (w *activityWindowState) totals() (events uint64, covered time.Duration, polls int) {
 	for k := range activityWindow {
 		events += w.events[k]
 		covered += w.spans[k]
@@ -311,8 +321,7 @@ func (w *activityWindowState) add(now time.Time, counter uint64, session bool) b
 			polls++
 		}
 	}
-	busy := events >= activeRowsMin && float64(events) >= activeRowsRate*covered.Seconds()
-	return busy || polls >= activePolls
+	return events, covered, polls
 }
 
 // Pacer is the copy's pacer, nil unless PaceRatio > 0.
