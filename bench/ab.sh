@@ -47,8 +47,7 @@ IFS=: read -r _ first _ <<<"$1"
 trap '"$first" sandbox down --dir "$SB_DIR" >/dev/null 2>&1 || true' EXIT
 bench_servers "$PORT" mariadb
 sql "$PORT" -e "CREATE DATABASE sbtest"
-SB=(--db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$PORT" --mysql-user=recast --mysql-password=recast
-	--mysql-db=sbtest --tables=1 --table-size="$ROWS")
+sb_opts "$PORT" "$ROWS"
 sysbench oltp_read_write "${SB[@]}" prepare >"$OUT/prepare.log" 2>&1
 sql "$PORT" sbtest -e "ALTER TABLE sbtest1 FORCE"
 age() { sql "$PORT" -N -e "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_checkpoint_age','Innodb_checkpoint_max_age')"; }

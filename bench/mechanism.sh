@@ -57,22 +57,14 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-OUT=bench/out/mechanism-$(date -u +%Y%m%d-%H%M%S)
-SB_DIR=.sandbox/mechanism
-mkdir -p "$OUT/bin"
-RECAST=$OUT/bin/recast
-go build -o "$RECAST" ./cmd/recast
-say() { printf '[%s] %s\n' "$(date -u +%T)" "$*" | tee -a "$OUT/mechanism.log" >&2; }
-
-"$RECAST" sandbox up --dir "$SB_DIR" --port "$PORT" --replicas 1 --flavor "$FLAVOR" --quiet >"$OUT/sandbox.txt"
+bench_start mechanism "$PORT" "$FLAVOR"
 down() {
 	[ -z "${SBPID:-}" ] || kill "$SBPID" 2>/dev/null || true
 	[ "$KEEP" = 1 ] || "$RECAST" sandbox down --dir "$SB_DIR" >/dev/null 2>&1 || true
 	rm -rf "$OUT/bin"
 }
 trap down EXIT
-read -r PPID_SRV RPID_SRV < <(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["sandbox"]; print(s["primary"]["pid"], s["replicas"][0]["pid"])' "$SB_DIR/sandbox.json")
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+read -r PPID_SRV RPID_SRV < <(sandbox_pids "$SB_DIR")
 bench_servers "$PORT" "$FLAVOR"
 # binlog_size SIZE: max_binlog_size on the primary and the replica (its
 # binlog, and its relay log: max_relay_log_size is 0).
@@ -84,8 +76,7 @@ else
 	STOP_SQL="STOP SLAVE SQL_THREAD" START_SQL="START SLAVE SQL_THREAD"
 fi
 sql "$PORT" -e "CREATE DATABASE IF NOT EXISTS sbtest"
-SB=(--db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$PORT" --mysql-user=recast --mysql-password=recast
-	--mysql-db=sbtest --tables=1 --table-size="$ROWS")
+sb_opts "$PORT" "$ROWS"
 say "$FLAVOR: sysbench prepare, $ROWS rows"
 sysbench oltp_read_write "${SB[@]}" prepare >"$OUT/prepare.log" 2>&1
 # The procedures: mode 1 marks, 2 read, 3 copy. Each returns the mean time

@@ -84,8 +84,8 @@ type Config struct {
 	// TLSConfig, when set, encrypts the connection (dbconn.Config.BinlogTLS).
 	TLSConfig *tls.Config
 	// AppRows, when set, counts the rows events of tables other than Marks
-	// and Own (tables in Table's schema that are the tool's own) from the
-	// start position on: the application's writes, for the copy's pacer.
+	// and Own (tables in Table's schema that are the tool's own): the
+	// application's writes, for the copy's pacer.
 	AppRows *atomic.Uint64
 	Own     []string
 }
@@ -357,12 +357,7 @@ func (s *Stream) handle(be *replication.BinlogEvent) (Event, bool, error) {
 
 	switch ev := be.Event.(type) {
 	case *replication.RowsEvent:
-		if s.cfg.AppRows != nil && s.prefixTo == nil && !s.isOwn(ev.Table) {
-			// Not before the start position: on MySQL the stream reads its
-			// file from the start (prefix mode), and the history there is
-			// not the application now (every idle copy of the MySQL bench
-			// was paced for its first 3 s: 7,600 rows events of a bulk
-			// insert made before the run, read in its first 100 ms).
+		if s.cfg.AppRows != nil && !s.isOwn(ev.Table) {
 			s.cfg.AppRows.Add(1)
 		}
 		if s.isMarks(ev.Table) {
