@@ -72,6 +72,9 @@ func (s *Stream) prefixDone(be *replication.BinlogEvent) error {
 		return fmt.Errorf("binlog: start position %s is not a transaction boundary (an event ends at %s)", to, s.pos)
 	}
 	s.prefixTo = nil
+	if s.cfg.AtStart != nil {
+		s.cfg.AtStart.Store(true)
+	}
 	s.pos = to
 	s.boundary = to
 	s.boundary.GTID = s.gt.current()

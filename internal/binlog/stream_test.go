@@ -818,22 +818,35 @@ func TestAppRows(t *testing.T) {
 	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "CREATE TABLE _t_new (id INT PRIMARY KEY, v INT)",
 		"CREATE TABLE _t_wm (slot INT PRIMARY KEY, mark BIGINT)", "CREATE TABLE other (id INT PRIMARY KEY)")
 	tb := loadTable(t, db, schema, "t")
+	// History before the start position: about 2,500 rows events of 8 KiB,
+	// which a stream that reads its file from the start (MySQL, prefix
+	// mode) reads first; they are not the application now.
+	testutil.Exec(t, db, "CREATE TABLE wide (id INT PRIMARY KEY, b VARCHAR(4000))",
+		"INSERT INTO wide SELECT a.seq * 5 + k.k, REPEAT('x', 4000) FROM (WITH RECURSIVE n (seq) AS (SELECT 0 UNION ALL SELECT seq + 1 FROM n WHERE seq < 999) SELECT seq FROM n) a, "+
+			"(SELECT 0 k UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4) k")
 	from := currentPos(t, db)
 	testutil.Exec(t, db, "INSERT INTO _t_new VALUES (1, 1), (2, 2)", "INSERT INTO _t_wm VALUES (1, 7)",
 		"INSERT INTO other VALUES (1), (2), (3)", "INSERT INTO t VALUES (1, 1)", "UPDATE t SET v = 2")
 	end := currentPos(t, db)
 	var n atomic.Uint64
+	var atStart atomic.Bool
 	cfg := testConfig(t, tb, "")
-	cfg.Marks, cfg.AppRows, cfg.Own = "_t_wm", &n, []string{"_t_new"}
+	cfg.Marks, cfg.AppRows, cfg.Own, cfg.AtStart = "_t_wm", &n, []string{"_t_new"}, &atStart
 	s := openStream(t, cfg, from)
+	if prefix := s.prefixTo != nil; atStart.Load() == prefix {
+		t.Errorf("at start %v right after Open, reading the history first %v", atStart.Load(), prefix)
+	}
 	c := collect(t, s, end)
 	if len(c.rows) != 2 {
 		t.Fatalf("%d row changes of t, want 2", len(c.rows))
 	}
+	if !atStart.Load() {
+		t.Error("past the start position, AtStart is not set")
+	}
 	// other's insert, t's insert and update; concurrent tests' writes in
 	// other schemas count too (they are the application's, for the pacer).
-	if got := n.Load(); got < 3 {
-		t.Errorf("%d application rows events, want at least 3", got)
+	if got := n.Load(); got < 3 || got > 1000 {
+		t.Errorf("%d application rows events, want at least 3, and not the ~2,500 of the history before the start", got)
 	}
 	tm := func(sch, name string) *replication.TableMapEvent {
 		return &replication.TableMapEvent{Schema: []byte(sch), Table: []byte(name)}

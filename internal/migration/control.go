@@ -298,6 +298,7 @@ func (c *Control) start(ctx context.Context, m *migrator, abort context.CancelCa
 		MaxLag: c.maxLag, MaxLoad: c.maxLoad, CriticalLoad: c.critical, CriticalLoadGrace: c.grace,
 		FlagFile: c.flagFile, PanicFile: c.panicFile, Query: c.throttleQuery, HTTP: o.ThrottleHTTP, HTTPTimeout: o.ThrottleHTTPTimeout,
 		Abort: c.abort, Logger: m.rt.Logger, PaceRatio: o.MaxLatencyRatio, AppWrites: m.appRows.Load,
+		AppWritesReady: m.appAtStart.Load,
 	}
 	if !(c.threads == o.Threads && c.chunkTime == o.ChunkTime && c.maxChunkRows == o.MaxChunkRows) {
 		p.cp.SetThreads(c.threads) // changed before the copy started

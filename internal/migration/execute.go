@@ -202,7 +202,7 @@ func (r *copyRun) openPipeline(ctx context.Context) error {
 		Host: o.Conn.Host, Port: uint16(o.Conn.Port), User: o.Conn.User, Password: o.Conn.Password,
 		Socket: o.Conn.Socket, TLSConfig: binlogTLS,
 		ServerID: o.ServerID, Table: m.source, MySQL: o.Conn.Server.MySQL(), Marks: marks, Logger: m.rt.Logger,
-		AppRows: &m.appRows, Own: ownTables(o.Table),
+		AppRows: &m.appRows, AtStart: &m.appAtStart, Own: ownTables(o.Table),
 	}, r.startPos)
 	if err != nil {
 		return fmt.Errorf("open the binlog stream: %w", err)

@@ -227,7 +227,7 @@ func (c *Control) throttleStatus(s *status.Snapshot) {
 	s.Apply.ApplierDelaySeconds = ts.ApplierDelay.Seconds()
 	if c.thr != nil && c.thr.Pacer() != nil {
 		ps := c.thr.Pacer().State()
-		s.Pace = &status.Pace{Duty: ps.Duty, Ratio: ps.Ratio, BaselineSeconds: ps.Baseline.Seconds(), CurrentSeconds: ps.Current.Seconds(), AppIdle: ps.Idle,
+		s.Pace = &status.Pace{Duty: ps.Duty, Ratio: ps.Ratio, BaselineSeconds: ps.Baseline.Seconds(), CurrentSeconds: ps.Current.Seconds(), AppIdle: ps.Idle, AppSeen: ps.Seen,
 			ChunkTime: c.copyChunkTime.String(), Measuring: ps.Measuring}
 	}
 }

@@ -238,6 +238,9 @@ type migrator struct {
 	// appRows counts the binlog's rows events of the application's tables
 	// (all but ownTables): the pacer's sign that the application writes.
 	appRows atomic.Uint64
+	// appAtStart: the binlog reader has reached its start position, and
+	// appRows counts the application now (not history before it).
+	appAtStart atomic.Bool
 }
 
 // ownTables are the tables recast writes in the source table's schema.

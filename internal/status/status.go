@@ -142,6 +142,10 @@ type Pace struct {
 	// AppIdle: no application activity seen for a while; the copy runs
 	// unpaced (Duty 1) until there is.
 	AppIdle bool `json:"application_idle"`
+	// AppSeen: the application was seen active within the last 2 s (the
+	// binlog's rows of its tables, or its sessions). AppIdle and AppSeen
+	// both false: the pacer cannot tell yet, and paces the copy.
+	AppSeen bool `json:"application_seen"`
 	// ChunkTime: the chunk time the copy aims at now (a paced copy with
 	// the application active runs short chunks).
 	ChunkTime string `json:"chunk_time"`

@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -65,7 +66,9 @@ type PacerConfig struct {
 	// Every is the time between probes (default 50 ms).
 	Every time.Duration
 	// Active, when set, tells whether the application is using the server
-	// now; asked every activeEvery. An error counts as "in use".
+	// now; asked every activeEvery. An error counts as "in use", but for
+	// ErrNoAnswer: Active cannot tell yet, and the answer does not count
+	// (until idleMinPolls answers have come, the copy is paced).
 	Active func(ctx context.Context) (bool, error)
 	Logger *slog.Logger
 }
@@ -135,6 +138,9 @@ const (
 	idleMinPolls = 6
 )
 
+// ErrNoAnswer is Active's "cannot tell yet": not an answer, not an error.
+var ErrNoAnswer = errors.New("throttle: no answer yet")
+
 // sample is one probe's latency and when it ended.
 type sample struct {
 	at time.Time
@@ -166,11 +172,15 @@ func (p *Pacer) Run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			if err != nil && time.Since(lastErr) > 10*time.Second {
+			switch {
+			case errors.Is(err, ErrNoAnswer):
+			case err != nil && time.Since(lastErr) > 10*time.Second:
 				p.cfg.Logger.Warn("pacing: cannot tell whether the application is active (taken as active)", "err", err)
 				lastErr = time.Now()
+				fallthrough
+			default:
+				p.noteActive(active || err != nil, time.Now())
 			}
-			p.noteActive(active || err != nil, time.Now())
 		}
 		start := time.Now()
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
@@ -416,7 +426,10 @@ type PaceState struct {
 	Baseline, Current time.Duration // probe p90 before the copy, at the last decision
 	Ratio             float64
 	Idle              bool // no application activity seen for a while: the copy is not paced
-	Measuring         bool // the copy is held while the baseline is measured again
+	// Seen: Active said the application is there within idleAfter (Idle
+	// and Seen both false: it cannot tell yet).
+	Seen      bool
+	Measuring bool // the copy is held while the baseline is measured again
 }
 
 // State returns the pacer's current state.
@@ -427,8 +440,9 @@ func (p *Pacer) State() PaceState {
 	if p.cfg.Ratio == 0 || idle {
 		duty = 1
 	}
+	now := time.Now()
 	return PaceState{Duty: duty, Baseline: p.base, Current: p.current, Ratio: p.cfg.Ratio, Idle: idle,
-		Measuring: p.measuring && p.cfg.Ratio > 0}
+		Seen: p.seen && now.Sub(p.lastActive) < idleAfter, Measuring: p.measuring && p.cfg.Ratio > 0}
 }
 
 // Duty is the share of a copy thread's time its chunks may fill: 1 before

@@ -3,7 +3,11 @@ package throttle
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"math"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -292,6 +296,74 @@ func TestPacerBeginIdle(t *testing.T) {
 			t.Errorf("active: holding %v, duty %v; want the copy paced at %v", holding, duty, startDuty)
 		}
 	}
+}
+
+// TestPacerNoAnswer: while Active cannot tell yet (ErrNoAnswer: MySQL's
+// binlog reader still in the history before its start position), its
+// answers do not count: the application is not called idle from them, the
+// copy starts paced, and the warning for a failing Active is not logged.
+// Once Active answers, idleMinPolls answers of no make it idle.
+func TestPacerNoAnswer(t *testing.T) {
+	var ready atomic.Bool
+	var asked atomic.Int32
+	var logs strings.Builder
+	var mu sync.Mutex
+	p := NewPacer(PacerConfig{Ratio: 2, Every: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Probe:  func(context.Context) error { return nil },
+		Active: func(context.Context) (bool, error) {
+			asked.Add(1)
+			if !ready.Load() {
+				return false, ErrNoAnswer
+			}
+			return false, nil
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	p.Begin(ctx)
+	if !p.Holding() || p.Duty() != startDuty {
+		t.Errorf("no answers yet: holding %v, duty %v; want the copy paced at %v", p.Holding(), p.Duty(), startDuty)
+	}
+	waitFor(t, "Active to be asked past idleAfter", func() bool { return asked.Load() > int32(idleAfter/(10*time.Millisecond))+idleMinPolls })
+	if st := p.State(); st.Idle || p.hasPolled() {
+		t.Errorf("idle %v, polled %v from no answers", st.Idle, p.hasPolled())
+	}
+	ready.Store(true)
+	waitFor(t, "the idle state once Active answers", func() bool { return p.State().Idle && p.Duty() == 1 })
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logs.String(), "cannot tell") {
+		t.Errorf("no answer was logged as a failing Active: %s", logs.String())
+	}
+}
+
+// TestActivityNotReady: until the binlog reader counts the application
+// (ready), activity answers ErrNoAnswer without asking the server (its
+// pool is nil here: asking would fail the test).
+func TestActivityNotReady(t *testing.T) {
+	var ready atomic.Bool
+	active := activity(nil, "", func() uint64 { return 1e6 }, ready.Load, slog.New(slog.DiscardHandler))
+	for range 3 {
+		if busy, err := active(context.Background()); busy || !errors.Is(err, ErrNoAnswer) {
+			t.Fatalf("not ready: busy %v, err %v; want no answer", busy, err)
+		}
+	}
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
 
 // TestPacerActivity runs a Pacer whose probe is always slow: the duty is 1

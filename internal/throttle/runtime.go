@@ -46,6 +46,11 @@ type RuntimeConfig struct {
 	// tells the pacer the application is active, as does another session
 	// running a statement (the processlist).
 	AppWrites func() uint64
+	// AppWritesReady, when set, tells whether AppWrites counts the
+	// application now: not while the binlog reader is still reading
+	// history before its start position (MySQL reads the start file from
+	// its beginning); until then the pacer gets no answer from it.
+	AppWritesReady func() bool
 }
 
 // Runtime is a migration's throttling at run time: the replicas found, their
@@ -139,7 +144,7 @@ func (rt *Runtime) startPacer(ctx context.Context) error {
 		}
 		return err
 	}
-	rt.pacer = NewPacer(PacerConfig{Ratio: cfg.PaceRatio, Probe: probe, Active: activity(cfg.Primary, cfg.Conn.Server.Processlist(), cfg.AppWrites, cfg.Logger), Logger: cfg.Logger})
+	rt.pacer = NewPacer(PacerConfig{Ratio: cfg.PaceRatio, Probe: probe, Active: activity(cfg.Primary, cfg.Conn.Server.Processlist(), cfg.AppWrites, cfg.AppWritesReady, cfg.Logger), Logger: cfg.Logger})
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()
@@ -256,10 +261,17 @@ const (
 	activePolls    = 2
 )
 
-// activity is the pacer's Active, by the rule above.
-func activity(db *sql.DB, processlist string, writes func() uint64, log *slog.Logger) func(ctx context.Context) (bool, error) {
+// activity is the pacer's Active, by the rule above. While ready says the
+// counter of writes does not count the application yet, it has no answer
+// (ErrNoAnswer): during MySQL's history before the start position it
+// counted nothing of the writers already there, and the pacer called
+// them idle (two paced randomized-correctness runs copied unpaced).
+func activity(db *sql.DB, processlist string, writes func() uint64, ready func() bool, log *slog.Logger) func(ctx context.Context) (bool, error) {
 	var w activityWindowState
 	return func(ctx context.Context) (bool, error) {
+		if writes != nil && ready != nil && !ready() {
+			return false, ErrNoAnswer
+		}
 		var n uint64
 		if writes != nil {
 			n = writes()
