@@ -218,6 +218,7 @@ default, [client] section), else the defaults; the password from
 	fs.DurationVar(&o.ChunkTime, "chunk-time", o.ChunkTime, "target duration of one copy chunk")
 	fs.IntVar(&o.MaxChunkRows, "max-chunk-rows", o.MaxChunkRows, "most rows one copy chunk may read")
 	fs.StringVar(&o.CopyLock, "copy-lock", o.CopyLock, "how copy chunks read the source: none (consistent read, no row locks; see docs/copy.md) or share (LOCK IN SHARE MODE)")
+	fs.BoolVar(&o.DeferIndexes, "defer-indexes", false, "build the new table's plain secondary indexes after the copy (one in-place ALTER of the new table): a faster copy, but replicas lag by the build's duration (docs/copy.md)")
 	fs.DurationVar(&o.CutOverLockTimeout, "cut-over-lock-timeout", o.CutOverLockTimeout, "longest the application waits per cut-over attempt")
 	fs.IntVar(&o.CutOverAttempts, "cut-over-retries", o.CutOverAttempts, "cut-over attempts before giving up")
 	fs.DurationVar(&o.CutOverBudget, "cut-over-budget", o.CutOverBudget, "longest the cut-over may take, waiting for metadata-lock blockers included, before giving up (table unchanged)")

@@ -56,6 +56,10 @@ type State struct {
 	Server string `json:"server,omitempty"`
 	// CopiedRows is for progress reporting after a resume.
 	CopiedRows int64 `json:"copied_rows"`
+	// DeferredIndexes are the indexes left out of the new table for the
+	// copy (--defer-indexes), as SHOW CREATE TABLE prints them: built
+	// after the copy, by a resumed run too.
+	DeferredIndexes []string `json:"deferred_indexes,omitempty"`
 }
 
 // Pos returns the applied position.

@@ -67,6 +67,9 @@ func (m *migrator) execute(ctx context.Context, res *Result) (err error) {
 	if err := r.copyRows(); err != nil {
 		return r.fail(err)
 	}
+	if err := r.buildIndexes(); err != nil { // deferidx.go: --defer-indexes
+		return r.fail(err)
+	}
 	if err := r.catchUp(); err != nil { // so the cut-over's drain is short
 		return r.fail(err)
 	}

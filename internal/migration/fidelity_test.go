@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -49,6 +50,9 @@ type fidelityCase struct {
 	// server's ALTER may succeed.
 	recastRefuses bool
 	postpone      bool
+	// deferred: run with --defer-indexes; these indexes must be missing
+	// from the new table when the copy is done, and there at the end.
+	deferred []string
 }
 
 var fidelityCases = []fidelityCase{
@@ -110,6 +114,12 @@ var fidelityCases = []fidelityCase{
 	{name: "date-to-timestamp", alter: "MODIFY dte TIMESTAMP NULL"},
 	{name: "add-stored-generated", alter: "ADD COLUMN g2 BIGINT AS (i * 2) STORED"},
 	{name: "add-index", alter: "ADD INDEX idx_dt (dt), ADD INDEX idx_vc (vc(10))"},
+	// --defer-indexes: plain keys built after the copy, in their order
+	// after the unique key (the server sorts keys by kind); a descending,
+	// a prefix and a commented key keep their definitions.
+	{name: "defer-indexes", alter: "ADD INDEX idx_k (k, dt DESC), ADD UNIQUE KEY uk (k, id), ADD INDEX idx_vc (vc(10)) COMMENT 'late, built', MODIFY i BIGINT NULL",
+		deferred: []string{"idx_k", "idx_vc"}, postpone: true},
+	{name: "defer-indexes-drop-column", alter: "ADD INDEX idx_dte (dte), ADD INDEX idx_e (e, st), DROP COLUMN txt", deferred: []string{"idx_dte", "idx_e"}},
 	{name: "pk-widen", alter: "DROP PRIMARY KEY, ADD PRIMARY KEY (id, k)"},
 	{name: "force", alter: "FORCE"},
 }
@@ -362,6 +372,14 @@ func runFidelity(t *testing.T, seed int64, c fidelityCase, rows int) {
 	o := testOptions(t, schema, "t", c.alter)
 	o.MaxChunkRows = 100
 	o.DropOldTable = false
+	o.DeferIndexes = len(c.deferred) > 0
+	ghostIndexes := func() []string {
+		names, err := queryStrings(ctx, cmp, "SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, GhostName("t"))
+		if err != nil {
+			t.Errorf("the new table's indexes: %v", err)
+		}
+		return names
+	}
 	flag := ""
 	if c.postpone {
 		flag = filepath.Join(t.TempDir(), "postpone")
@@ -369,7 +387,14 @@ func runFidelity(t *testing.T, seed int64, c fidelityCase, rows int) {
 	}
 	o.Pause = func(ctx context.Context, point string) {
 		switch point {
+		case "copy-done":
+			if have := ghostIndexes(); slices.ContainsFunc(c.deferred, func(n string) bool { return slices.Contains(have, n) }) {
+				t.Errorf("--defer-indexes: the copy is done and the new table has %v already (deferred: %v)", have, c.deferred)
+			}
 		case "caught-up":
+			if have := ghostIndexes(); slices.ContainsFunc(c.deferred, func(n string) bool { return !slices.Contains(have, n) }) {
+				t.Errorf("--defer-indexes: caught up and the new table has only %v (deferred: %v)", have, c.deferred)
+			}
 			if flag != "" {
 				time.AfterFunc(1500*time.Millisecond, func() { os.Remove(flag) })
 			}

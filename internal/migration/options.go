@@ -65,6 +65,11 @@ type Options struct {
 	// (LOCK IN SHARE MODE). "none" falls back to "share" where the server
 	// does not make commits visible in binlog order.
 	CopyLock string
+	// DeferIndexes leaves the new table's plain secondary indexes out of
+	// the copy and builds them after it, in one in-place ALTER of the
+	// ghost (deferidx.go): a faster copy, but replicas replay that ALTER
+	// as one statement and lag by its duration.
+	DeferIndexes bool
 	// CutOverLockTimeout bounds each cut-over lock attempt.
 	CutOverLockTimeout time.Duration
 	CutOverAttempts    int

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,6 +114,10 @@ type resumeCase struct {
 	// "gtid-only" (the checkpoint's file made another server's, as after
 	// a failover or a purge: only its GTIDs can be used).
 	start string
+	// deferred: run the killed migration with --defer-indexes and an
+	// ALTER that adds these plain indexes; the resumed run (without the
+	// flag) must build them.
+	deferred []string
 }
 
 // TestResumeAfterKill: a migration killed with SIGKILL at 30% and 80% of the
@@ -125,6 +130,7 @@ func TestResumeAfterKill(t *testing.T) {
 		{name: "catch-up", pauseAt: "caught-up", rows: 5000},
 		{name: "by-file-offset", fraction: 0.5, rows: 10000, start: "file"},
 		{name: "by-gtid-only", fraction: 0.5, rows: 10000, start: "gtid-only"},
+		{name: "deferred-indexes", pauseAt: "copy-done", rows: 5000, deferred: []string{"i_bi", "vc_p"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -153,8 +159,13 @@ func runKillResume(t *testing.T, c resumeCase) {
 	cfg := workload.Config{Schema: schema, Table: "wl", Writers: 4, Rows: rows, Seed: 42, OpsPerSec: 400}
 	sh, load := startLoad(ctx, t, db, cfg)
 
-	o := testOptions(t, schema, "wl", "ADD COLUMN note INT NULL")
+	alter := "ADD COLUMN note INT NULL"
 	extra := []string{"--max-chunk-rows", "100", "--threads", "1", "--chunk-time", "20ms"}
+	if len(c.deferred) > 0 {
+		alter += ", ADD INDEX i_bi (i, bi), ADD INDEX vc_p (vc(20)) COMMENT 'built after the copy'"
+		extra = append(extra, "--defer-indexes")
+	}
+	o := testOptions(t, schema, "wl", alter)
 	if testutil.Server(t).MySQL() {
 		extra = append(extra, "--experimental-mysql")
 	}
@@ -206,6 +217,25 @@ func runKillResume(t *testing.T, c resumeCase) {
 	time.Sleep(300 * time.Millisecond) // the application goes on meanwhile
 
 	saved := checkpointState()
+	indexes := func(tbl string) []string {
+		rows, err := db.QueryContext(ctx, "SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var names []string
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, n)
+		}
+		return names
+	}
+	if have := indexes("_wl_new"); slices.ContainsFunc(c.deferred, func(n string) bool { return slices.Contains(have, n) }) {
+		t.Errorf("--defer-indexes: killed with the copy done, the new table has %v already (deferred: %v)", have, c.deferred)
+	}
 	if !strings.Contains(saved, `"server":`) {
 		t.Fatalf("the checkpoint has no server identity: %s", saved)
 	}
@@ -261,6 +291,17 @@ func runKillResume(t *testing.T, c resumeCase) {
 	}
 	if !diff.OK() {
 		t.Fatalf("after kill and resume the table differs: %s", diff)
+	}
+	if len(c.deferred) > 0 {
+		if !strings.Contains(saved, `"deferred_indexes":`) {
+			t.Errorf("the killed run's checkpoint lists no deferred indexes: %s", saved)
+		}
+		names := indexes("wl")
+		for _, n := range c.deferred {
+			if !slices.Contains(names, n) {
+				t.Errorf("after the resume the table lacks the deferred index %s (it has %v)", n, names)
+			}
+		}
 	}
 	if got := tableNames(t, db, schema); strings.Join(got, ",") != "_wl_old,wl" {
 		t.Errorf("tables left: %v", got)

@@ -1,0 +1,216 @@
+package migration
+
+// --defer-indexes: the new table's plain secondary indexes are left out of
+// the ghost while the copy fills it, and built after the copy, in one
+// in-place ALTER of the ghost (ALGORITHM=INPLACE, LOCK=NONE: the applier
+// keeps writing meanwhile), before the catch-up and the checksum.
+//
+// Measured on the server alone (bench/lateindex.sh, docs/benchmarks.md,
+// Session 13): a copy into a sysbench table without its index k_1 took
+// 4.8-5.4 s against 8.2-8.9 s with it (1M rows), the build 0.8-0.9 s. The
+// price is the replicas': they replay the ALTER as one statement, and a
+// serial replica lags by the build's duration, which no throttle can
+// split. So it is not the default.
+//
+// Only plain non-unique keys are left out: unique keys decide what the
+// copy's INSERT IGNORE keeps (and the copy and the checksum walk one), and
+// FULLTEXT, SPATIAL and VECTOR keys and MySQL's functional key parts are
+// kept as they are. A table with a FOREIGN KEY keeps all of its indexes
+// (one may back it). The indexes are added back in their order in the
+// server's own definition, which keeps the definition the server's ALTER
+// gives (the server orders keys by kind, then in the order they were
+// added). The checkpoint lists them: a resumed run builds what the ghost
+// still lacks, with or without the flag.
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/table"
+)
+
+// deferrableIndexes returns the definitions (as SHOW CREATE TABLE prints
+// them, "KEY `name` (...) ...") of the indexes of create, a SHOW CREATE
+// TABLE statement, that a copy can leave out: see above. keep names
+// indexes that stay whatever they are (the copy's key).
+func deferrableIndexes(create string, keep ...string) []string {
+	var out []string
+	for _, line := range strings.Split(create, "\n") {
+		l := strings.TrimSpace(line)
+		if strings.HasPrefix(l, "CONSTRAINT ") && strings.Contains(l, " FOREIGN KEY ") || strings.HasPrefix(l, "FOREIGN KEY ") {
+			return nil
+		}
+		if !strings.HasPrefix(l, "KEY `") {
+			continue
+		}
+		l = strings.TrimSuffix(l, ",")
+		name, rest, ok := indexName(l)
+		if !ok || strings.Contains(rest, "((") {
+			continue // a functional key part (MySQL), or a name this parser does not read
+		}
+		if containsFold(keep, name) {
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// indexName reads the name of a "KEY `name` ..." definition and what
+// follows it.
+func indexName(def string) (name, rest string, ok bool) {
+	s, found := strings.CutPrefix(def, "KEY `")
+	if !found {
+		return "", "", false
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '`' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+1 < len(s) && s[i+1] == '`' { // a doubled backquote inside the name
+			b.WriteByte('`')
+			i++
+			continue
+		}
+		return b.String(), s[i+1:], true
+	}
+	return "", "", false
+}
+
+func containsFold(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// deferIndexes drops the ghost's deferrable indexes (not keep) and returns
+// their definitions, for the checkpoint.
+func (m *migrator) deferIndexes(ctx context.Context, ghostQ string, keep ...string) ([]string, error) {
+	var name, create string
+	if err := m.db.QueryRowContext(ctx, dbconn.Tag+"SHOW CREATE TABLE "+ghostQ).Scan(&name, &create); err != nil {
+		return nil, fmt.Errorf("--defer-indexes: read the new table's definition: %w", err)
+	}
+	defs := deferrableIndexes(create, keep...)
+	if len(defs) == 0 {
+		m.rt.Logger.Info("--defer-indexes: the new table has no index the copy can leave out (only plain non-unique keys, and none on a table with foreign keys)")
+		return nil, nil
+	}
+	drops := make([]string, len(defs))
+	names := make([]string, len(defs))
+	for i, d := range defs {
+		n, _, _ := indexName(d)
+		names[i], drops[i] = n, "DROP INDEX "+table.QuoteIdent(n)
+	}
+	if _, err := m.db.ExecContext(ctx, dbconn.Tag+"ALTER TABLE "+ghostQ+" "+strings.Join(drops, ", ")); err != nil {
+		return nil, fmt.Errorf("--defer-indexes: leave the indexes out of the new table: %w", err)
+	}
+	m.rt.Logger.Info("--defer-indexes: the copy leaves out secondary indexes, built after it", "indexes", strings.Join(names, ","))
+	return defs, nil
+}
+
+// buildIndexes adds the indexes the checkpoint says were left out of the
+// copy and the ghost does not have yet (a resumed run may have built some).
+func (r *copyRun) buildIndexes() error {
+	defs := r.state.DeferredIndexes
+	if len(defs) == 0 {
+		return nil
+	}
+	m, ctx := r.m, r.runCtx
+	have := map[string]bool{}
+	rows, err := m.db.QueryContext(ctx, dbconn.Tag+"SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+		r.o.Database, GhostName(r.o.Table))
+	if err != nil {
+		return fmt.Errorf("build the deferred indexes: list the new table's indexes: %w", err)
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return err
+		}
+		have[strings.ToLower(n)] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var adds, names []string
+	for _, d := range defs {
+		n, _, ok := indexName(d)
+		if !ok {
+			return fmt.Errorf("build the deferred indexes: the checkpoint's definition %q is not an index's", d)
+		}
+		if !have[strings.ToLower(n)] {
+			adds, names = append(adds, "ADD "+d), append(names, n)
+		}
+	}
+	if len(adds) == 0 {
+		return nil
+	}
+	start := time.Now()
+	m.rt.Logger.Info("building the indexes left out of the copy (replicas replay this ALTER as one statement)", "indexes", strings.Join(names, ","))
+	err = withLockWait(ctx, m.db, indexLockWait, func(conn *sql.Conn) error {
+		_, err := conn.ExecContext(ctx, dbconn.Tag+"ALTER TABLE "+r.ghostQ+" "+strings.Join(adds, ", ")+", ALGORITHM=INPLACE, LOCK=NONE")
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("build the deferred indexes (%s): %w", strings.Join(names, ","), err)
+	}
+	m.rt.Logger.Info("built the indexes left out of the copy", "indexes", strings.Join(names, ","), "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// indexLockWait: the index build's ALTER waits this long for the ghost's
+// metadata lock, at its start and at its end (only the applier's short
+// transactions hold it: recast's pool waits a few seconds at most, and a
+// build that cannot take the lock at its end is lost whole).
+const indexLockWait = 60 * time.Second
+
+// withLockWait runs f on a connection of db whose lock_wait_timeout is d;
+// the connection is closed after, not put back in the pool with it.
+func withLockWait(ctx context.Context, db *sql.DB, d time.Duration, f func(*sql.Conn) error) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	defer func() { _ = conn.Raw(func(any) error { return driver.ErrBadConn }) }() // discarded, not pooled
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", int64(d/time.Second))); err != nil {
+		return err
+	}
+	return f(conn)
+}
+
+// notBuilt returns the names of the indexes of defs (deferrableIndexes'
+// definitions) that t does not have.
+func notBuilt(defs []string, t *table.Table) []string {
+	var out []string
+	for _, d := range defs {
+		n, _, ok := indexName(d)
+		if ok && !slices.ContainsFunc(t.Indexes, func(ix table.Index) bool { return strings.EqualFold(ix.Name, n) }) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// withoutIndexes returns t, or a copy of it without the indexes named.
+func withoutIndexes(t *table.Table, names []string) *table.Table {
+	if len(names) == 0 {
+		return t
+	}
+	c := *t
+	c.Indexes = slices.DeleteFunc(slices.Clone(t.Indexes), func(ix table.Index) bool { return containsFold(names, ix.Name) })
+	return &c
+}
