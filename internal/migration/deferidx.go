@@ -27,12 +27,14 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/table"
+	"github.com/recast-osc/recast/internal/throttle"
 )
 
 // deferrableIndexes returns the definitions (as SHOW CREATE TABLE prints
@@ -167,8 +169,55 @@ func (r *copyRun) buildIndexes() error {
 	if err != nil {
 		return fmt.Errorf("build the deferred indexes (%s): %w", strings.Join(names, ","), err)
 	}
-	m.rt.Logger.Info("built the indexes left out of the copy", "indexes", strings.Join(names, ","), "took", time.Since(start).Round(time.Millisecond))
-	return nil
+	built := time.Now()
+	m.rt.Logger.Info("built the indexes left out of the copy", "indexes", strings.Join(names, ","), "took", built.Sub(start).Round(time.Millisecond))
+	return r.ctl.waitReplicasPast(ctx, built, m.rt.Logger)
+}
+
+// waitReplicasPast waits, when replica lag is watched (--max-lag), until
+// every replica's lag, read more than --max-lag after t, is below it: the
+// replica has applied a heartbeat written after t (the index build, which
+// a serial replica replays as one statement, and the lag only shows once
+// it has run for --max-lag). The cut-over itself does not wait for the
+// replicas (docs/cutover.md); a build is the one step that can put them
+// this far behind at once.
+func (c *Control) waitReplicasPast(ctx context.Context, t time.Time, log *slog.Logger) error {
+	th := c.th.Load()
+	if th == nil {
+		return nil
+	}
+	logged := false
+	for {
+		st := th.State()
+		if replicasPast(st, t) {
+			if logged {
+				log.Info("the replicas have replayed the index build", "waited", time.Since(t).Round(time.Millisecond))
+			}
+			return nil
+		}
+		if !logged && time.Since(t) > st.MaxLag {
+			log.Info("waiting for the replicas to replay the index build before going on", "max_lag", st.MaxLag)
+			logged = true
+		}
+		if err := throttle.Sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// replicasPast tells whether st shows every watched replica past t: its
+// lag read more than MaxLag after t, and below MaxLag. No lag watched
+// (MaxLag 0, no replicas): true.
+func replicasPast(st throttle.State, t time.Time) bool {
+	if st.MaxLag <= 0 {
+		return true
+	}
+	for _, r := range st.Replicas {
+		if r.Err != "" || !r.At.After(t.Add(st.MaxLag)) || r.Lag >= st.MaxLag {
+			return false
+		}
+	}
+	return true
 }
 
 // indexLockWait: the index build's ALTER waits this long for the ghost's

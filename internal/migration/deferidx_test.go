@@ -1,8 +1,14 @@
 package migration
 
 import (
+	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/recast-osc/recast/internal/testutil"
+	"github.com/recast-osc/recast/internal/throttle"
 )
 
 // TestDeferrableIndexes: from SHOW CREATE TABLE as MariaDB and MySQL print
@@ -45,5 +51,85 @@ func TestDeferrableIndexes(t *testing.T) {
 	}
 	if _, _, ok := indexName("KEY `open``"); ok {
 		t.Error("indexName read a name that does not end")
+	}
+}
+
+// TestReplicasPast: after the index build at t, a replica counts as past it
+// only with a lag reading taken more than MaxLag after t and below MaxLag
+// (a reading taken sooner cannot show a build the replica is still
+// replaying); an unreadable lag is not past; no lag watched is.
+func TestReplicasPast(t *testing.T) {
+	at := time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC)
+	lag := func(after, lag time.Duration, err string) throttle.ReplicaLag {
+		return throttle.ReplicaLag{Name: "r", Lag: lag, Err: err, At: at.Add(after)}
+	}
+	for _, c := range []struct {
+		name     string
+		maxLag   time.Duration
+		replicas []throttle.ReplicaLag
+		want     bool
+	}{
+		{"not watched", 0, []throttle.ReplicaLag{lag(0, time.Hour, "")}, true},
+		{"no replicas", time.Second, nil, true},
+		{"read too soon", time.Second, []throttle.ReplicaLag{lag(500*time.Millisecond, 100*time.Millisecond, "")}, false},
+		{"read late, caught up", time.Second, []throttle.ReplicaLag{lag(1500*time.Millisecond, 200*time.Millisecond, "")}, true},
+		{"read late, behind", time.Second, []throttle.ReplicaLag{lag(3*time.Second, 2*time.Second, "")}, false},
+		{"one of two behind", time.Second, []throttle.ReplicaLag{lag(2*time.Second, 0, ""), lag(2*time.Second, 1500*time.Millisecond, "")}, false},
+		{"unreadable", time.Second, []throttle.ReplicaLag{lag(2*time.Second, 0, "connection refused")}, false},
+	} {
+		if got := replicasPast(throttle.State{MaxLag: c.maxLag, Replicas: c.replicas}, at); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestDeferIndexesWaitsForReplicas: with --defer-indexes and replica lag
+// watched, the migration goes on after the index build only once the
+// replica has replayed it. The replica's SQL thread is stopped when the
+// copy is done (as a serial replica is while it replays the build) and
+// started again 3 s later: the cut-over must come after that, and the
+// final table must have the index.
+func TestDeferIndexesWaitsForReplicas(t *testing.T) {
+	ctx := ctxFor(t, 3*time.Minute)
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, a VARCHAR(40) NOT NULL, b INT NOT NULL, KEY b_i (b))",
+		"INSERT INTO t SELECT a.seq * 3 + k.k + 1, CONCAT('row-', a.seq), (a.seq * 3 + k.k) % 97 FROM (WITH RECURSIVE n (seq) AS (SELECT 0 UNION ALL SELECT seq + 1 FROM n WHERE seq < 999) SELECT seq FROM n) a, "+
+			"(SELECT 0 k UNION ALL SELECT 1 UNION ALL SELECT 2) k")
+	testutil.WaitReplicaCaughtUp(t, 0)
+	rdb := testutil.ReplicaDB(t, 0, "")
+	t.Cleanup(func() { rdb.Exec("START REPLICA SQL_THREAD") })
+
+	o := testOptions(t, schema, "t", "ADD COLUMN c INT")
+	o.DeferIndexes, o.MaxLag = true, time.Second
+	var restarted, cutover atomic.Int64
+	o.Pause = func(ctx context.Context, point string) {
+		switch point {
+		case "copy-done":
+			if _, err := rdb.ExecContext(ctx, "STOP REPLICA SQL_THREAD"); err != nil {
+				t.Errorf("stop the replica: %v", err)
+			}
+			time.AfterFunc(3*time.Second, func() {
+				restarted.Store(time.Now().UnixNano())
+				if _, err := rdb.Exec("START REPLICA SQL_THREAD"); err != nil {
+					t.Errorf("start the replica: %v", err)
+				}
+			})
+		case "cutover:before-lock":
+			cutover.CompareAndSwap(0, time.Now().UnixNano())
+		}
+	}
+	if _, err := runT(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	switch r, c := restarted.Load(), cutover.Load(); {
+	case c == 0:
+		t.Fatal("no cut-over seen")
+	case r == 0 || c < r:
+		t.Errorf("the cut-over began before the replica was started again (cut-over %v, restart %v)", time.Unix(0, c), time.Unix(0, r))
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 't' AND INDEX_NAME = 'b_i'", schema).Scan(&n); err != nil || n != 1 {
+		t.Errorf("the final table's index b_i: %d rows (%v)", n, err)
 	}
 }

@@ -120,6 +120,7 @@ var fidelityCases = []fidelityCase{
 	{name: "defer-indexes", alter: "ADD INDEX idx_k (k, dt DESC), ADD UNIQUE KEY uk (k, id), ADD INDEX idx_vc (vc(10)) COMMENT 'late, built', MODIFY i BIGINT NULL",
 		deferred: []string{"idx_k", "idx_vc"}, postpone: true},
 	{name: "defer-indexes-drop-column", alter: "ADD INDEX idx_dte (dte), ADD INDEX idx_e (e, st), DROP COLUMN txt", deferred: []string{"idx_dte", "idx_e"}},
+	{name: "defer-indexes-virtual", alter: "ADD INDEX idx_g (g, k), MODIFY si INT NULL", deferred: []string{"idx_g"}},
 	{name: "pk-widen", alter: "DROP PRIMARY KEY, ADD PRIMARY KEY (id, k)"},
 	{name: "force", alter: "FORCE"},
 }
