@@ -129,23 +129,9 @@ func (r *copyRun) buildIndexes() error {
 		return nil
 	}
 	m, ctx := r.m, r.runCtx
-	have := map[string]bool{}
-	rows, err := m.db.QueryContext(ctx, dbconn.Tag+"SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
-		r.o.Database, GhostName(r.o.Table))
+	have, err := indexNames(ctx, m.db, r.o.Database, GhostName(r.o.Table))
 	if err != nil {
 		return fmt.Errorf("build the deferred indexes: list the new table's indexes: %w", err)
-	}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return err
-		}
-		have[strings.ToLower(n)] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	var adds, names []string
 	for _, d := range defs {
@@ -218,6 +204,24 @@ func replicasPast(st throttle.State, t time.Time) bool {
 		}
 	}
 	return true
+}
+
+// indexNames returns the names of the indexes of schema.name, lower-cased.
+func indexNames(ctx context.Context, db *sql.DB, schema, name string) (map[string]bool, error) {
+	rows, err := db.QueryContext(ctx, dbconn.Tag+"SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	have := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		have[strings.ToLower(n)] = true
+	}
+	return have, rows.Err()
 }
 
 // indexLockWait: the index build's ALTER waits this long for the ghost's

@@ -218,18 +218,9 @@ func runKillResume(t *testing.T, c resumeCase) {
 
 	saved := checkpointState()
 	indexes := func(tbl string) []string {
-		rows, err := db.QueryContext(ctx, "SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, tbl)
+		names, err := queryStrings(ctx, db, "SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, tbl)
 		if err != nil {
 			t.Fatal(err)
-		}
-		defer rows.Close()
-		var names []string
-		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			names = append(names, n)
 		}
 		return names
 	}
