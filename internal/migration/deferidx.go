@@ -56,7 +56,7 @@ func deferrableIndexes(create string, keep ...string) []string {
 		if !ok || strings.Contains(rest, "((") {
 			continue // a functional key part (MySQL), or a name this parser does not read
 		}
-		if containsFold(keep, name) {
+		if slices.ContainsFunc(keep, func(k string) bool { return strings.EqualFold(k, name) }) {
 			continue
 		}
 		out = append(out, l)
@@ -85,15 +85,6 @@ func indexName(def string) (name, rest string, ok bool) {
 		return b.String(), s[i+1:], true
 	}
 	return "", "", false
-}
-
-func containsFold(list []string, s string) bool {
-	for _, x := range list {
-		if strings.EqualFold(x, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // deferIndexes drops the ghost's deferrable indexes (not keep) and returns
@@ -129,19 +120,17 @@ func (r *copyRun) buildIndexes() error {
 		return nil
 	}
 	m, ctx := r.m, r.runCtx
-	have, err := indexNames(ctx, m.db, r.o.Database, GhostName(r.o.Table))
+	gt, err := table.Load(ctx, m.db, r.o.Database, GhostName(r.o.Table))
 	if err != nil {
-		return fmt.Errorf("build the deferred indexes: list the new table's indexes: %w", err)
+		return fmt.Errorf("build the deferred indexes: read the new table: %w", err)
 	}
 	var adds, names []string
-	for _, d := range defs {
+	for _, d := range notBuilt(defs, gt) {
 		n, _, ok := indexName(d)
 		if !ok {
 			return fmt.Errorf("build the deferred indexes: the checkpoint's definition %q is not an index's", d)
 		}
-		if !have[strings.ToLower(n)] {
-			adds, names = append(adds, "ADD "+d), append(names, n)
-		}
+		adds, names = append(adds, "ADD "+d), append(names, n)
 	}
 	if len(adds) == 0 {
 		return nil
@@ -206,24 +195,6 @@ func replicasPast(st throttle.State, t time.Time) bool {
 	return true
 }
 
-// indexNames returns the names of the indexes of schema.name, lower-cased.
-func indexNames(ctx context.Context, db *sql.DB, schema, name string) (map[string]bool, error) {
-	rows, err := db.QueryContext(ctx, dbconn.Tag+"SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, name)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	have := map[string]bool{}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
-		}
-		have[strings.ToLower(n)] = true
-	}
-	return have, rows.Err()
-}
-
 // indexLockWait: the index build's ALTER waits this long for the ghost's
 // metadata lock, at its start and at its end (only the applier's short
 // transactions hold it: recast's pool waits a few seconds at most, and a
@@ -245,25 +216,23 @@ func withLockWait(ctx context.Context, db *sql.DB, d time.Duration, f func(*sql.
 	return f(conn)
 }
 
-// notBuilt returns the names of the indexes of defs (deferrableIndexes'
-// definitions) that t does not have.
+// notBuilt returns the definitions of defs (deferrableIndexes') whose
+// index t does not have; one whose name cannot be read counts as not built.
 func notBuilt(defs []string, t *table.Table) []string {
-	var out []string
-	for _, d := range defs {
+	return slices.DeleteFunc(slices.Clone(defs), func(d string) bool {
 		n, _, ok := indexName(d)
-		if ok && !slices.ContainsFunc(t.Indexes, func(ix table.Index) bool { return strings.EqualFold(ix.Name, n) }) {
-			out = append(out, n)
-		}
-	}
-	return out
+		return ok && slices.ContainsFunc(t.Indexes, func(ix table.Index) bool { return strings.EqualFold(ix.Name, n) })
+	})
 }
 
-// withoutIndexes returns t, or a copy of it without the indexes named.
-func withoutIndexes(t *table.Table, names []string) *table.Table {
-	if len(names) == 0 {
+// withoutIndexes returns t, or a copy of it without the indexes defs define.
+func withoutIndexes(t *table.Table, defs []string) *table.Table {
+	if len(defs) == 0 {
 		return t
 	}
 	c := *t
-	c.Indexes = slices.DeleteFunc(slices.Clone(t.Indexes), func(ix table.Index) bool { return containsFold(names, ix.Name) })
+	c.Indexes = slices.DeleteFunc(slices.Clone(t.Indexes), func(ix table.Index) bool {
+		return slices.ContainsFunc(defs, func(d string) bool { n, _, ok := indexName(d); return ok && strings.EqualFold(n, ix.Name) })
+	})
 	return &c
 }
