@@ -60,6 +60,10 @@ type State struct {
 	// copy (--defer-indexes), as SHOW CREATE TABLE prints them: built
 	// after the copy, by a resumed run too.
 	DeferredIndexes []string `json:"deferred_indexes,omitempty"`
+	// DeferredFrom is the new table's SHOW CREATE TABLE before the
+	// deferred indexes were left out: what it must be again after their
+	// build (but for AUTO_INCREMENT).
+	DeferredFrom string `json:"deferred_from,omitempty"`
 }
 
 // Pos returns the applied position.

@@ -43,8 +43,9 @@ func (m *migrator) prepareGhost(ctx context.Context) (*Plan, checkpoint.State, e
 		return nil, checkpoint.State{}, err
 	}
 	var deferred []string
+	var deferredFrom string
 	if o.DeferIndexes {
-		if deferred, err = m.deferIndexes(ctx, ghostQ, plan.KeyIndex); err != nil {
+		if deferred, deferredFrom, err = m.deferIndexes(ctx, ghostQ, plan.KeyIndex); err != nil {
 			return nil, checkpoint.State{}, err
 		}
 		if len(deferred) > 0 { // the plan of the ghost as the copy fills it
@@ -64,7 +65,7 @@ func (m *migrator) prepareGhost(ctx context.Context) (*Plan, checkpoint.State, e
 	if err != nil {
 		return nil, checkpoint.State{}, err
 	}
-	st := checkpoint.State{Alter: o.Alter, Key: plan.KeySource, Server: id, DeferredIndexes: deferred}
+	st := checkpoint.State{Alter: o.Alter, Key: plan.KeySource, Server: id, DeferredIndexes: deferred, DeferredFrom: deferredFrom}
 	st.SetPos(pos)
 	if err := checkpoint.Create(ctx, m.db, o.Database, o.Table); err != nil {
 		return nil, st, err
