@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -141,19 +142,41 @@ func (s *Stream) skipResent() bool {
 }
 
 // StartPosition is where a new stream starts: the server's current binlog
-// position (CurrentPosition), with its GTIDs where the server computes them
-// exactly for a file+offset (MariaDB's BINLOG_GTID_POS), so that the stream
-// starts by GTID without reading its file from the start. MySQL has no
-// such function (its status's Executed_Gtid_Set is not read atomically
-// with the position): the stream learns the GTIDs from the file (gtid.go).
+// position (CurrentPosition), with GTIDs, so that the stream starts by GTID
+// without reading its file from the start.
+//
+// MariaDB computes the GTIDs of a file+offset exactly (BINLOG_GTID_POS).
+// MySQL has no such function, and its Executed_Gtid_Set is not read
+// atomically with the position (a group is in the binlog before it is in
+// gtid_executed). With gtid_mode=ON, gtid_executed is read before the
+// position: every GTID in it is of a group written before that position,
+// though the position may hold a few groups more. The stream then starts
+// at most those few groups early: it replays them, in binlog order, like
+// any change made before the copy read its rows (the applier's images are
+// the rows' states at those points; later changes follow them), and never
+// starts late. Without GTIDs (gtid_mode not ON, none executed yet, or a set
+// go-mysql cannot parse) the stream reads the position's file from its
+// start and learns them on the way (prefix mode, gtid.go): up to a whole
+// binlog file (max_binlog_size, 1 GiB by default) read before the first
+// change is applied.
 func StartPosition(ctx context.Context, q flavor.Queryer) (Position, error) {
 	srv, err := flavor.Detect(ctx, q)
 	if err != nil {
 		return Position{}, err
 	}
+	var executed string
+	if srv.MySQL() {
+		if executed, err = mysqlExecuted(ctx, q); err != nil {
+			return Position{}, err
+		}
+	}
 	p, err := CurrentPosition(ctx, q)
-	if err != nil || srv.MySQL() {
-		return p, err
+	if err != nil {
+		return Position{}, err
+	}
+	if srv.MySQL() {
+		p.GTID = executed
+		return p, nil
 	}
 	rows, err := q.QueryContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", p.File, p.Offset)
 	if err != nil {
@@ -175,4 +198,31 @@ func StartPosition(ctx context.Context, q flavor.Queryer) (Position, error) {
 		}
 	}
 	return p, nil
+}
+
+// mysqlExecuted returns MySQL's gtid_executed, normalized, when gtid_mode
+// is ON and the set is not empty and go-mysql reads it; else "".
+func mysqlExecuted(ctx context.Context, q flavor.Queryer) (string, error) {
+	rows, err := q.QueryContext(ctx, "SELECT @@GLOBAL.gtid_mode, @@GLOBAL.gtid_executed")
+	if err != nil {
+		return "", fmt.Errorf("read gtid_mode and gtid_executed: %w", err)
+	}
+	defer rows.Close()
+	var mode, executed sql.NullString
+	if rows.Next() {
+		if err := rows.Scan(&mode, &executed); err != nil {
+			return "", fmt.Errorf("read gtid_mode and gtid_executed: %w", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("read gtid_mode and gtid_executed: %w", err)
+	}
+	if !strings.EqualFold(mode.String, "ON") || strings.TrimSpace(executed.String) == "" {
+		return "", nil
+	}
+	set, err := ParseGTID(true, executed.String)
+	if err != nil {
+		return "", nil // prefix mode learns them
+	}
+	return set.String(), nil
 }
