@@ -296,6 +296,47 @@ func TestPrefixMySQL(t *testing.T) {
 	}
 }
 
+// TestStartByGTIDEarly: a MySQL stream started by GTID a few groups before
+// its start position (StartPosition reads gtid_executed before the
+// position), here from an older file (a rotation in between): those
+// groups' events are delivered, and no position moves past the start
+// until the server sends from the start's file beyond it (an offset of the
+// older file is not taken for one of the start's).
+func TestStartByGTIDEarly(t *testing.T) {
+	uuid := uuidA
+	gtid := func(logPos uint32, gno int64) *replication.BinlogEvent {
+		return ev(replication.GTID_EVENT, logPos, 0, &replication.GTIDEvent{SID: sid(t, uuid), GNO: gno})
+	}
+	from := Position{File: "binlog.000005", Offset: 1000, GTID: uuid + ":1-10"}
+	s := synthetic(t, true, from)
+	got, err := feed(t, s, rotate("binlog.000004", 4, true), ev(replication.FORMAT_DESCRIPTION_EVENT, 126, 0, &replication.FormatDescriptionEvent{}),
+		gtid(5000, 11), query(5100, "BEGIN"), xid(5200), rotate("binlog.000005", 4, false))
+	if err != nil || len(got) == 0 || got[len(got)-1].Pos.GTID != uuid+":1-11" {
+		t.Fatalf("delivered %v, %v; want up to the end of group 11", got, err)
+	}
+	for _, e := range got {
+		if e.Pos.Compare(from) > 0 {
+			t.Errorf("an event of binlog.000004 at %s: past the start %s", e.Pos, from)
+		}
+	}
+	if s.pos != from || s.boundary.File != from.File || s.boundary.Offset != from.Offset {
+		t.Fatalf("after the older file: pos %v, boundary %v; want the start %v", s.pos, s.boundary, from)
+	}
+	got, err = feed(t, s, ev(replication.FORMAT_DESCRIPTION_EVENT, 126, 0, &replication.FormatDescriptionEvent{}),
+		gtid(700, 12), query(800, "BEGIN"), xid(900), gtid(1100, 13), query(1200, "BEGIN"), xid(1300))
+	if err != nil || len(got) == 0 {
+		t.Fatalf("delivered %v, %v", got, err)
+	}
+	if want := (Position{File: "binlog.000005", Offset: 1300, GTID: uuid + ":1-13"}); got[len(got)-1].Pos != want {
+		t.Errorf("the last boundary %v, want %v", got[len(got)-1].Pos, want)
+	}
+	for _, e := range got {
+		if e.Pos.GTID == uuid+":1-12" && e.Pos.Compare(from) > 0 {
+			t.Errorf("group 12, before the start, ends at %v", e.Pos)
+		}
+	}
+}
+
 // TestStartByGTID: a stream started from GTIDs knows them from the start;
 // the server's positions (here another server's file) are taken as they
 // come.

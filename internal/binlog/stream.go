@@ -130,10 +130,16 @@ type Stream struct {
 	// go-mysql reconnects by GTID, resending the current or last group);
 	// groupDelivered and lastDelivered count the watched rows events
 	// delivered in the current and in the last complete group.
-	gt                            *gtidTracker
-	prefixTo                      *Position
-	byGTID                        bool
-	fileSwitch                    bool // a real rotate was the last event (MariaDB's artificial one follows)
+	gt         *gtidTracker
+	prefixTo   *Position
+	byGTID     bool
+	fileSwitch bool // a real rotate was the last event (MariaDB's artificial one follows)
+	// srvFile is the file the server sends from (the last rotate's or
+	// heartbeat's), which events' LogPos are offsets in: not always
+	// pos.File, which a stream started by GTID on MySQL may be ahead of
+	// while it is sent the few groups before its start (StartPosition),
+	// from an older file when one rotated in between.
+	srvFile                       string
 	groupDelivered, lastDelivered int
 
 	closed    context.Context // done once Close was called
@@ -320,10 +326,15 @@ func (s *Stream) handle(be *replication.BinlogEvent) (Event, bool, error) {
 	}
 	if ev, ok := be.Event.(*replication.RotateEvent); ok {
 		next, positioned = Position{File: string(ev.NextLogName), Offset: uint32(ev.Position)}, true
+		s.srvFile = next.File
 	} else if h.LogPos > 0 && h.Flags&replication.LOG_EVENT_ARTIFICIAL_F == 0 {
+		if s.srvFile != "" {
+			next.File = s.srvFile
+		}
 		next.Offset, positioned = h.LogPos, true
 		if ge, ok := be.Event.(*replication.GenericEvent); ok && h.EventType == replication.HEARTBEAT_EVENT && len(ge.Data) > 0 {
 			next.File = string(ge.Data) // a heartbeat names the master's current file
+			s.srvFile = next.File
 		}
 	}
 	if positioned {
