@@ -303,15 +303,14 @@ func TestPrefixMySQL(t *testing.T) {
 // until the server sends from the start's file beyond it (an offset of the
 // older file is not taken for one of the start's).
 func TestStartByGTIDEarly(t *testing.T) {
-	uuid := uuidA
 	gtid := func(logPos uint32, gno int64) *replication.BinlogEvent {
-		return ev(replication.GTID_EVENT, logPos, 0, &replication.GTIDEvent{SID: sid(t, uuid), GNO: gno})
+		return ev(replication.GTID_EVENT, logPos, 0, &replication.GTIDEvent{SID: sid(t, uuidA), GNO: gno})
 	}
-	from := Position{File: "binlog.000005", Offset: 1000, GTID: uuid + ":1-10"}
+	from := Position{File: "binlog.000005", Offset: 1000, GTID: uuidA + ":1-10"}
 	s := synthetic(t, true, from)
 	got, err := feed(t, s, rotate("binlog.000004", 4, true), ev(replication.FORMAT_DESCRIPTION_EVENT, 126, 0, &replication.FormatDescriptionEvent{}),
 		gtid(5000, 11), query(5100, "BEGIN"), xid(5200), rotate("binlog.000005", 4, false))
-	if err != nil || len(got) == 0 || got[len(got)-1].Pos.GTID != uuid+":1-11" {
+	if err != nil || len(got) == 0 || got[len(got)-1].Pos.GTID != uuidA+":1-11" {
 		t.Fatalf("delivered %v, %v; want up to the end of group 11", got, err)
 	}
 	for _, e := range got {
@@ -327,11 +326,11 @@ func TestStartByGTIDEarly(t *testing.T) {
 	if err != nil || len(got) == 0 {
 		t.Fatalf("delivered %v, %v", got, err)
 	}
-	if want := (Position{File: "binlog.000005", Offset: 1300, GTID: uuid + ":1-13"}); got[len(got)-1].Pos != want {
+	if want := (Position{File: "binlog.000005", Offset: 1300, GTID: uuidA + ":1-13"}); got[len(got)-1].Pos != want {
 		t.Errorf("the last boundary %v, want %v", got[len(got)-1].Pos, want)
 	}
 	for _, e := range got {
-		if e.Pos.GTID == uuid+":1-12" && e.Pos.Compare(from) > 0 {
+		if e.Pos.GTID == uuidA+":1-12" && e.Pos.Compare(from) > 0 {
 			t.Errorf("group 12, before the start, ends at %v", e.Pos)
 		}
 	}

@@ -162,7 +162,7 @@ func showCreate(ctx context.Context, db *sql.DB, q string) (string, error) {
 }
 
 // autoIncrementOption is the table option a copy changes.
-var autoIncrementOption = regexp.MustCompile(` AUTO_INCREMENT=[0-9]+`)
+var autoIncrementOption = regexp.MustCompile(` AUTO_INCREMENT=\d+`)
 
 // sameDefinition tells whether two SHOW CREATE TABLE statements of one
 // table are equal but for the AUTO_INCREMENT counter.
