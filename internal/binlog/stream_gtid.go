@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -166,7 +165,7 @@ func StartPosition(ctx context.Context, q flavor.Queryer) (Position, error) {
 	}
 	var executed string
 	if srv.MySQL() {
-		if executed, err = mysqlExecuted(ctx, q); err != nil {
+		if executed, err = mysqlExecuted(ctx, q, srv); err != nil {
 			return Position{}, err
 		}
 	}
@@ -202,25 +201,15 @@ func StartPosition(ctx context.Context, q flavor.Queryer) (Position, error) {
 
 // mysqlExecuted returns MySQL's gtid_executed, normalized, when gtid_mode
 // is ON and the set is not empty and go-mysql reads it; else "".
-func mysqlExecuted(ctx context.Context, q flavor.Queryer) (string, error) {
-	rows, err := q.QueryContext(ctx, "SELECT @@GLOBAL.gtid_mode, @@GLOBAL.gtid_executed")
-	if err != nil {
-		return "", fmt.Errorf("read gtid_mode and gtid_executed: %w", err)
+func mysqlExecuted(ctx context.Context, q flavor.Queryer, srv flavor.Server) (string, error) {
+	if on, err := flavor.GTIDEnabled(ctx, q, srv); err != nil || !on {
+		return "", err
 	}
-	defer rows.Close()
-	var mode, executed sql.NullString
-	if rows.Next() {
-		if err := rows.Scan(&mode, &executed); err != nil {
-			return "", fmt.Errorf("read gtid_mode and gtid_executed: %w", err)
-		}
+	executed, err := flavor.GTIDExecuted(ctx, q, srv)
+	if err != nil || executed == "" {
+		return "", err
 	}
-	if err := rows.Err(); err != nil {
-		return "", fmt.Errorf("read gtid_mode and gtid_executed: %w", err)
-	}
-	if !strings.EqualFold(mode.String, "ON") || strings.TrimSpace(executed.String) == "" {
-		return "", nil
-	}
-	set, err := ParseGTID(true, executed.String)
+	set, err := ParseGTID(true, executed)
 	if err != nil {
 		return "", nil // prefix mode learns them
 	}

@@ -165,6 +165,13 @@ func (s Server) GTIDExecutedQuery() string {
 	return "SELECT @@GLOBAL.gtid_binlog_pos"
 }
 
+// GTIDExecuted returns what GTIDExecutedQuery selects, without the line
+// breaks MySQL puts in a long set.
+func GTIDExecuted(ctx context.Context, q Queryer, s Server) (string, error) {
+	v, err := queryOne(ctx, q, s.GTIDExecutedQuery())
+	return strings.NewReplacer("\n", "", " ", "").Replace(v.String), err
+}
+
 // WaitGTIDQuery waits (first argument the position GTIDExecutedQuery
 // returned on the primary, second a timeout in seconds) until a replica has
 // applied it; it returns 0 on success.
