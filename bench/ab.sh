@@ -3,7 +3,7 @@
 # one sandbox, runs in the order given, so that A and B can alternate
 # (A B A B) and drifts of the machine show.
 #
-#   bench/ab.sh [--rate TPS] [--rows N] LABEL:BINARY[:REDO[:FLAGS[:BINLOG]]] ...
+#   bench/ab.sh [--rate TPS] [--rows N] [--baseline S] LABEL:BINARY[:REDO[:FLAGS[:BINLOG]]] ...
 #
 #   LABEL   a name for the run (its files are LABEL.*)
 #   BINARY  a recast binary (build one per revision: git worktree + go build)
@@ -17,23 +17,24 @@
 # MariaDB 10.11 sandbox (primary and a serial replica, buffer pool 1 GiB), a
 # sysbench table of N rows (1M) rebuilt once; per run: wait until the
 # checkpoint age is below 5 % of its maximum (the previous run's pages
-# flushed), sysbench oltp_write_only --threads=8 --rate=TPS (500) for 20 s,
-# then recast migrate --alter FORCE --drop-old-table (default pacing), then
+# flushed), sysbench oltp_write_only --threads=8 --rate=TPS (500) for S s
+# (--baseline, 20; 65 covers two of the kernel's 31 s write-back periods), then recast migrate --alter FORCE --drop-old-table (default pacing), then
 # 10 s more. The first run after the table's preparation starts on a busier
 # server (the preparation's pages still flushing): put a warm-up run first.
 # Prints per run: wall time; sysbench's per-second p99 before (seconds
-# 6–20) and during the run (mean, median, × before); seconds above 10 ms;
+# 6–S) and during the run (mean, median, × before); seconds above 10 ms;
 # the checkpoint age each second (MiB). Output in bench/out/ab-<timestamp>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH:/usr/sbin"
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
-RATE=500 ROWS=1000000
+RATE=500 ROWS=1000000 BASE=20
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rate) RATE=$2; shift 2 ;;
 	--rows) ROWS=$2; shift 2 ;;
+	--baseline) BASE=$2; shift 2 ;;
 	-*) echo "ab: unknown flag $1" >&2; exit 2 ;;
 	*) break ;;
 	esac
@@ -62,7 +63,7 @@ for spec in "$@"; do
 	sysbench oltp_write_only "${SB[@]}" --threads=8 --rate="$RATE" --time=3600 --report-interval=1 --percentile=99 run \
 		>"$OUT/$label.sysbench.log" 2>&1 &
 	sbpid=$!
-	sleep 20
+	sleep "$BASE"
 	(while kill -0 "$sbpid" 2>/dev/null; do age | awk '$1 == "Innodb_checkpoint_age" {print $2}'; sleep 1; done) >"$OUT/$label.ckpt" &
 	t0=$(date +%s.%N)
 	# shellcheck disable=SC2086 # FLAGS are split on purpose
@@ -73,13 +74,14 @@ for spec in "$@"; do
 	kill "$sbpid"
 	wait "$sbpid" 2>/dev/null || true
 	p99_series "$OUT/$label.sysbench.log" >"$OUT/$label.p99"
-	python3 - "$OUT/$label.p99" "$label" "${redo:-as is}${binlog:+, binlog $binlog}" "$t0" "$t1" <<'PY' | tee -a "$OUT/ab.txt"
+	python3 - "$OUT/$label.p99" "$label" "${redo:-as is}${binlog:+, binlog $binlog}" "$t0" "$t1" "$BASE" <<'PY' | tee -a "$OUT/ab.txt"
 import statistics as st, sys
-f, label, redo, t0, t1 = sys.argv[1:]
+f, label, redo, t0, t1, base = sys.argv[1:]
+base = int(base)
 v = dict((int(a), float(b)) for a, b in (l.split() for l in open(f)))
 wall = float(t1) - float(t0)
-before = [v[s] for s in range(6, 21) if s in v]
-during = [v[s] for s in range(21, 22 + int(wall)) if s in v]
+before = [v[s] for s in range(6, base + 1) if s in v]
+during = [v[s] for s in range(base + 1, base + 2 + int(wall)) if s in v]
 if not before or not during:
     print(f"{label} (redo {redo}): wall {wall:.1f} s | too few sysbench seconds to compare")
     sys.exit()

@@ -20,6 +20,8 @@ func addThrottleCompatFlags(fs *pflag.FlagSet, o *migration.Options) {
 		"pace the copy so that a probe transaction (a one-row autocommit write, every 50 ms) stays within this many times its latency before the copy, while the application is active (no pacing while it is idle); 0: off, the fastest copy")
 	fs.Float64Var(&o.NiceRatio, "nice-ratio", o.NiceRatio,
 		"after each chunk, sleep this many times the chunk's time (gh-ost's --nice-ratio: 1 doubles the copy's time; 0: no sleep)")
+	fs.Float64Var(&o.MaxCopyRate, "max-copy-rate", o.MaxCopyRate,
+		"while the application is active (as --max-latency-ratio's probe sees it; always with --max-latency-ratio 0), copy at most this many rows a second, in short chunks; an idle server's copy is not capped (0: no cap)")
 	fs.BoolVar(&o.ExactRowcount, "exact-rowcount", o.ExactRowcount,
 		"count the table's rows (SELECT COUNT(*), in the background) for the progress and the ETA instead of the statistics' estimate")
 }

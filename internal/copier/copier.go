@@ -63,8 +63,9 @@ type Config struct {
 	// Throttle, if set, is called before each chunk and blocks while copying must pause.
 	Throttle func(ctx context.Context) error
 	// Pace, if set, is called by a copy thread after each chunk with the
-	// chunk's duration, and may sleep (throttle.Pacer).
-	Pace func(ctx context.Context, took time.Duration) error
+	// chunk's duration and the rows it wrote, and may sleep (throttle.Pacer,
+	// throttle.RateCap).
+	Pace func(ctx context.Context, took time.Duration, rows int64) error
 	// AfterChunk, if set, runs after each chunk is copied, with its range
 	// (lo, hi]: the migration looks there for rows INSERT IGNORE skipped
 	// because another row held their value under a unique key.
@@ -298,7 +299,7 @@ func (c *Copier) Run(ctx context.Context) error {
 				took := time.Since(start)
 				c.adjust(took)
 				if c.cfg.Pace != nil {
-					if err := c.cfg.Pace(gctx, took); err != nil {
+					if err := c.cfg.Pace(gctx, took, n); err != nil {
 						return err
 					}
 				}

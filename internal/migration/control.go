@@ -66,6 +66,7 @@ type Control struct {
 	postponeFile  string
 	throttleQuery string // --throttle-query, changeable live
 	niceRatio     float64
+	rateCap       *throttle.RateCap // --max-copy-rate
 	paused        bool
 
 	hooks       *hookRunner             // the running migration's hooks (hooks.go), for InteractiveCommand
@@ -149,6 +150,7 @@ func (c *Control) init(o Options) {
 	c.flagFile, c.panicFile, c.postponeFile = o.ThrottleFlagFile, o.PanicFlagFile, o.PostponeCutOverFlagFile
 	c.throttleQuery = o.ThrottleQuery
 	c.niceRatio = o.NiceRatio
+	c.rateCap = throttle.NewRateCap(o.MaxCopyRate)
 }
 
 // control returns the migration's Control (a private one if none was given).
@@ -186,21 +188,41 @@ func (c *Control) throttleWait(ctx context.Context) error {
 	return nil
 }
 
-// pace is the copier's Pace hook: the sleep after a chunk that took took,
-// the longer of --nice-ratio's and the pacer's (--max-latency-ratio).
-func (c *Control) pace(ctx context.Context, took time.Duration) error {
+// pace is the copier's Pace hook: the sleep after a chunk of rows rows that
+// took took, the longest of --nice-ratio's, the pacer's
+// (--max-latency-ratio) and --max-copy-rate's (while it applies:
+// rateCapped).
+func (c *Control) pace(ctx context.Context, took time.Duration, rows int64) error {
 	c.mu.Lock()
 	d := niceSleep(took, c.niceRatio)
 	c.pushChunkTime()
+	capped := c.rateCapped()
 	c.mu.Unlock()
 	if p := c.pacer(); p != nil {
 		d = max(d, p.PauseFor(took))
 	}
+	if capped {
+		d = max(d, c.rateCap.PauseFor(rows, took, time.Now()))
+	}
 	return throttle.Sleep(ctx, d)
 }
 
+// rateCapped tells whether --max-copy-rate holds the copy now: it is set,
+// and the application may be active (the pacer's view; without a pacer,
+// --max-latency-ratio 0, always). c.mu is held.
+func (c *Control) rateCapped() bool {
+	if c.rateCap == nil || c.rateCap.Rate() <= 0 {
+		return false
+	}
+	if c.thr == nil || c.thr.Pacer() == nil {
+		return true
+	}
+	return c.thr.Pacer().AppActive()
+}
+
 // PacedChunkTime is the copy's chunk time while the pacer holds it back
-// with the application active (--chunk-time when shorter): a chunk keeps
+// with the application active, or --max-copy-rate does (--chunk-time when
+// shorter): a chunk keeps
 // the server's CPUs and its commit path busy for its whole length, and an
 // application transaction that meets it waits about that long, so a paced
 // copy runs many short chunks rather than a few long ones. On the 1M-row
@@ -210,13 +232,13 @@ func (c *Control) pace(ctx context.Context, took time.Duration) error {
 const PacedChunkTime = 10 * time.Millisecond
 
 // pushChunkTime gives the copier the chunk time to aim at: --chunk-time,
-// or PacedChunkTime while the copy is paced; c.mu is held.
+// or PacedChunkTime while the copy is paced or rate-capped; c.mu is held.
 func (c *Control) pushChunkTime() {
 	if c.cp == nil {
 		return
 	}
 	want := c.chunkTime
-	if c.thr != nil && c.thr.Pacer() != nil && c.thr.Pacer().Holding() {
+	if c.thr != nil && c.thr.Pacer() != nil && c.thr.Pacer().Holding() || c.rateCapped() {
 		want = min(want, PacedChunkTime)
 	}
 	if want != c.copyChunkTime {
@@ -491,7 +513,7 @@ func (c *Control) Set(key, value string) error {
 		if th != nil {
 			after = func() { th.SetMaxLag(d) }
 		}
-	case "max-latency-ratio", "nice-ratio":
+	case "max-latency-ratio", "nice-ratio", "max-copy-rate":
 		return c.setPacing(key, value)
 	case "throttle-query":
 		// gh-ost's throttle-query=: from the next poll on (empty: none).
@@ -505,7 +527,8 @@ func (c *Control) Set(key, value string) error {
 	return nil
 }
 
-// setPacing sets max-latency-ratio or nice-ratio; c.mu is held.
+// setPacing sets max-latency-ratio, nice-ratio or max-copy-rate; c.mu is
+// held.
 func (c *Control) setPacing(key, value string) error {
 	r, err := strconv.ParseFloat(value, 64)
 	if err != nil {
@@ -516,6 +539,18 @@ func (c *Control) setPacing(key, value string) error {
 			return err
 		}
 		c.niceRatio = r
+		return nil
+	}
+	if key == "max-copy-rate" {
+		if err := settings.CopyRate(r); err != nil {
+			return err
+		}
+		if c.rateCap == nil {
+			c.rateCap = throttle.NewRateCap(r)
+		} else {
+			c.rateCap.SetRate(r)
+		}
+		c.pushChunkTime()
 		return nil
 	}
 	if err := settings.LatencyRatio(r); err != nil {

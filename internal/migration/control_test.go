@@ -125,7 +125,7 @@ func TestNiceRatio(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if err := ctl.pace(ctx, 40*time.Millisecond); err != nil {
+	if err := ctl.pace(ctx, 40*time.Millisecond, 100); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d < 80*time.Millisecond {
@@ -142,8 +142,55 @@ func TestNiceRatio(t *testing.T) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if err := ctl.pace(cctx, time.Second); !errors.Is(err, context.DeadlineExceeded) {
+	if err := ctl.pace(cctx, time.Second, 100); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a cancelled sleep returned %v", err)
+	}
+}
+
+// TestMaxCopyRateSetting (--max-copy-rate, live): out-of-range values are refused;
+// with a cap (and no pacer: always applied) a chunk of n rows is followed by
+// a sleep until n/rate has passed since it started, the copy runs short
+// chunks, and the status shows the cap; 0 lifts it.
+func TestMaxCopyRateSetting(t *testing.T) {
+	ctl := etaControl(t, status.PhaseCopy, 1000, nil)
+	ctx := context.Background()
+	for _, bad := range []string{"5", "-1", "x", "2e9"} {
+		if err := ctl.Set("max-copy-rate", bad); err == nil {
+			t.Errorf("max-copy-rate=%s accepted", bad)
+		}
+	}
+	if ctl.rateCapped() {
+		t.Fatal("capped before any max-copy-rate was set")
+	}
+	if err := ctl.Set("max-copy-rate", "1000"); err != nil {
+		t.Fatal(err)
+	}
+	if !ctl.rateCapped() {
+		t.Fatal("max-copy-rate=1000 without a pacer does not cap the copy")
+	}
+	if got := ctl.copyChunkTime; got != PacedChunkTime {
+		t.Errorf("capped copy's chunk time %s, want %s", got, PacedChunkTime)
+	}
+	if got := ctl.Status().Settings.MaxCopyRate; got != 1000 {
+		t.Errorf("status max_copy_rate %g, want 1000", got)
+	}
+	start := time.Now()
+	if err := ctl.pace(ctx, 10*time.Millisecond, 300); err != nil {
+		t.Fatal(err)
+	}
+	// 300 rows at 1,000/s: 300 ms from the chunk's start, 10 ms before the
+	// call (timers do not fire early).
+	if d := time.Since(start); d < 290*time.Millisecond {
+		t.Errorf("slept %s after a 10ms chunk of 300 rows at 1000 rows/s, want at least 290ms", d)
+	}
+	if err := ctl.Set("max-copy-rate", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if ctl.rateCapped() {
+		t.Error("max-copy-rate=0 still caps the copy")
+	}
+	if got := ctl.copyChunkTime; got != time.Second {
+		t.Errorf("uncapped copy's chunk time %s, want --chunk-time's 1s", got)
 	}
 }
 

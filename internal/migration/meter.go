@@ -153,6 +153,9 @@ func (c *Control) Status() status.Snapshot {
 		ThrottleFlagFile: c.flagFile, PanicFlagFile: c.panicFile, PostponeFlagFile: c.postponeFile, ThrottleQuery: c.throttleQuery,
 		NiceRatio: c.niceRatio,
 	}
+	if c.rateCap != nil {
+		s.Settings.MaxCopyRate = c.rateCap.Rate()
+	}
 	if c.thr != nil && c.thr.Pacer() != nil {
 		s.Settings.MaxLatencyRatio = c.thr.Pacer().State().Ratio
 	}
@@ -182,6 +185,9 @@ func (c *Control) copyStatus(s *status.Snapshot, r status.Rates) {
 		rows := c.copiedBefore + pr.Rows
 		s.Copy = status.Copy{RowsCopied: rows, RowsEstimated: c.estimate, Percent: c.percent(rows, c.phase),
 			RowsPerSecond: r.Copy, Chunks: pr.Chunks, ChunkSize: pr.ChunkSize, InFlight: pr.InFlight, Done: pr.Done}
+		if !pr.Done && c.rateCapped() {
+			s.Copy.CappedAt = c.rateCap.Rate()
+		}
 	}
 	if c.ap == nil {
 		return

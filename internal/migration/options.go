@@ -120,6 +120,11 @@ type Options struct {
 	// sleeps NiceRatio × the chunk's time (1: the copy takes twice as long);
 	// with MaxLatencyRatio too, the longer of the two sleeps.
 	NiceRatio float64
+	// MaxCopyRate > 0 (--max-copy-rate): the copy's threads together write
+	// at most this many rows a second while the application may be active
+	// (the pacer's view of it; always, without a pacer), in short chunks
+	// (PacedChunkTime). 0: no cap.
+	MaxCopyRate float64
 	// ExactRowcount (gh-ost's --exact-rowcount): count the rows with
 	// SELECT COUNT(*) in the background at the start, for the progress and
 	// the ETA, instead of the table statistics' estimate.
@@ -203,7 +208,7 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--throttle-http must be an http:// or https:// URL, not %q", o.ThrottleHTTP))
 		}
 	}
-	errs = append(errs, settings.LatencyRatio(o.MaxLatencyRatio), settings.NiceRatio(o.NiceRatio))
+	errs = append(errs, settings.LatencyRatio(o.MaxLatencyRatio), settings.NiceRatio(o.NiceRatio), settings.CopyRate(o.MaxCopyRate))
 	switch o.CopyLock {
 	case "":
 		o.CopyLock = "none"

@@ -91,6 +91,9 @@ func Line(s status.Snapshot) string {
 			time.Duration(s.Pace.CurrentSeconds*float64(time.Second)).Round(10*time.Microsecond),
 			time.Duration(s.Pace.BaselineSeconds*float64(time.Second)).Round(10*time.Microsecond), s.Pace.ChunkTime)
 	}
+	if s.Phase == status.PhaseCopy && s.Copy.CappedAt > 0 {
+		fmt.Fprintf(&b, " | capped: %.0f rows/s", s.Copy.CappedAt)
+	}
 	// Always the ETA: a number, or why there is none.
 	b.WriteString(" | " + status.ETALine(s.ETA))
 	return b.String()

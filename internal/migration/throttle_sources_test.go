@@ -270,6 +270,90 @@ func TestPacedCopy(t *testing.T) {
 	}
 }
 
+// TestCopyRateCap (--max-copy-rate): while the application writes, the
+// copy's rows over a stretch of the copy stay within the cap (plus the
+// chunks in flight), and the status and the progress line say so; once the
+// application stops, the pacer calls it idle and the cap no longer
+// applies; the table is unchanged and the migration completes.
+func TestCopyRateCap(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	thrTable(t, db, "t", 20000) // 40 s at the cap: the copy is paused before it ends
+	before := thrDigest(t, db, "t")
+	testutil.Exec(t, db, "CREATE TABLE app (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+	appCtx, stopApp := context.WithCancel(context.Background())
+	appDone := make(chan struct{})
+	go func() {
+		defer close(appDone)
+		for appCtx.Err() == nil {
+			if _, err := db.ExecContext(appCtx, "INSERT INTO app (v) VALUES (1), (2)"); err != nil && appCtx.Err() == nil {
+				t.Errorf("application write: %v", err)
+				return
+			}
+			select {
+			case <-appCtx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { stopApp(); <-appDone }()
+	const rate, threads, chunk = 500, 2, 100
+	o := testOptions(t, schema, "t", "ADD COLUMN c INT")
+	o.Threads, o.MaxChunkRows, o.ChunkTime = threads, chunk, 5*time.Millisecond
+	// The pacer only for its view of the application: a ratio it does not
+	// reach, so that the cap alone holds the copy (uncapped, 100-row chunks
+	// copy thousands of rows a second).
+	o.MaxLatencyRatio = 100
+	o.MaxCopyRate = rate
+	ctl := NewControl()
+	r := startControlled(t, ctl, o)
+	s0 := until(t, r, time.Minute, "the copy capped with the application seen", func(s status.Snapshot) bool {
+		return s.Phase == status.PhaseCopy && s.Copy.CappedAt == rate && s.Copy.RowsCopied > 0 && s.Pace != nil && s.Pace.AppSeen
+	})
+	t0 := time.Now()
+	if !strings.Contains(Line(s0), "capped: 500 rows/s") {
+		t.Errorf("progress line without the cap: %s", Line(s0))
+	}
+	if s0.Settings.MaxCopyRate != rate {
+		t.Errorf("settings max_copy_rate %g, want %d", s0.Settings.MaxCopyRate, rate)
+	}
+	s1 := until(t, r, time.Minute, "3 s of the capped copy", func(status.Snapshot) bool { return time.Since(t0) >= 3*time.Second })
+	elapsed := time.Since(t0).Seconds()
+	if s1.Copy.Done {
+		t.Fatalf("the capped copy of 20,000 rows ended within %.1f s", elapsed)
+	}
+	copied := s1.Copy.RowsCopied - s0.Copy.RowsCopied
+	if allowed := rate*elapsed + 2*threads*chunk; float64(copied) > allowed {
+		t.Errorf("copied %d rows in %.2f s at --max-copy-rate %d (at most %.0f)", copied, elapsed, rate, allowed)
+	}
+	if copied == 0 {
+		t.Errorf("the capped copy copied nothing in %.2f s", elapsed)
+	}
+	if out := status.Command(ctl, "max-copy-rate=?"); strings.TrimSpace(out) != "500" {
+		t.Errorf("max-copy-rate=? answered %q", out)
+	}
+	// The application stops: with the copy paused (so that it cannot end
+	// first), the pacer calls it idle and the cap is lifted.
+	if err := ctl.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	stopApp()
+	<-appDone
+	until(t, r, time.Minute, "the cap lifted with the application idle", func(s status.Snapshot) bool {
+		return s.Pace != nil && s.Pace.AppIdle && s.Copy.CappedAt == 0 && !s.Copy.Done
+	})
+	finishFast(t, ctl)
+	if err := ctl.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.wait(t, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if after := thrDigest(t, db, "t"); after != before {
+		t.Errorf("table changed: %s, was %s", after, before)
+	}
+}
+
 // TestActiveSessions: the pacer's view of the application in the
 // processlist: another session's statement counts, recast's own (tagged)
 // statements and the asking session do not.

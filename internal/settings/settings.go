@@ -116,12 +116,22 @@ var (
 var Aliases = map[string]string{"chunk-size": "max-chunk-rows"}
 
 // LiveKeys are the keys a running migration accepts, in display order.
-var LiveKeys = []string{Threads.Name, ChunkTime.Name, MaxChunkRows.Name, MaxLag.Name, "max-load", "critical-load", "throttle-query", "max-latency-ratio", "nice-ratio"}
+var LiveKeys = []string{Threads.Name, ChunkTime.Name, MaxChunkRows.Name, MaxLag.Name, "max-load", "critical-load", "throttle-query", "max-latency-ratio", "nice-ratio", "max-copy-rate"}
 
 // NiceRatio checks a --nice-ratio value (gh-ost's range): 0 to 100.
 func NiceRatio(r float64) error {
 	if !(r >= 0 && r <= 100) {
 		return fmt.Errorf("--nice-ratio must be between 0 and 100, not %g", r)
+	}
+	return nil
+}
+
+// CopyRate checks a --max-copy-rate value: 0 (no cap) or 10 rows a second
+// and more (below that one chunk of the smallest size, 100 rows, would be
+// followed by a sleep of over 10 s).
+func CopyRate(r float64) error {
+	if r != 0 && !(r >= 10 && r <= 1e9) {
+		return fmt.Errorf("--max-copy-rate must be 0 (no cap) or between 10 and 1e9 rows a second, not %g", r)
 	}
 	return nil
 }

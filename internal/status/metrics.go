@@ -31,6 +31,7 @@ var (
 	dProgress      = desc("copy_progress_ratio", "Rows copied / rows estimated (1 when the copy is done).")
 	dCopyRate      = desc("copy_rows_per_second", "Copy rate.")
 	dChunkSize     = desc("copy_chunk_rows", "Current chunk size in rows.")
+	dRateCap       = desc("copy_rate_cap_rows_per_second", "The copy's rate cap in force now (--max-copy-rate; 0: none, or the application idle).")
 	dInFlight      = desc("copy_chunks_in_flight", "Chunks being copied now.")
 	dReceived      = desc("binlog_events_received_total", "Row changes of the table read from the binlog.")
 	dApplied       = desc("binlog_events_applied_total", "Row changes applied to the new table.")
@@ -63,7 +64,7 @@ var (
 )
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dInfo, dPhase, dElapsed, dCopied, dEstimated, dProgress, dCopyRate, dChunkSize, dInFlight,
+	for _, d := range []*prometheus.Desc{dInfo, dPhase, dElapsed, dCopied, dEstimated, dProgress, dCopyRate, dChunkSize, dRateCap, dInFlight,
 		dReceived, dApplied, dWritten, dInRate, dApplyRate, dBacklogEvents, dBacklogBytes, dDraining, dLag, dLagReadable,
 		dThrottled, dThrottledSecs, dPaused, dDuty, dProbe, dProbeBase, dDelay, dETA, dThreads, dChunkTime, dMaxChunkRows, dMaxLag, dBlockers,
 		dCopyLock, dDeferHeld, dDeferMaxHeld, dDeferOpen, dDeferTotal} {
@@ -89,6 +90,7 @@ func (k collector) Collect(ch chan<- prometheus.Metric) {
 	g(dProgress, s.Copy.Percent/100)
 	g(dCopyRate, s.Copy.RowsPerSecond)
 	g(dChunkSize, float64(s.Copy.ChunkSize))
+	g(dRateCap, s.Copy.CappedAt)
 	g(dInFlight, float64(s.Copy.InFlight))
 	cnt(dReceived, float64(s.Apply.EventsReceived))
 	cnt(dApplied, float64(s.Apply.EventsApplied))

@@ -44,7 +44,7 @@ type Controller interface {
 }
 
 // SettableKeys are the keys Set accepts.
-var SettableKeys = []string{"threads", "chunk-time", "max-chunk-rows", "max-lag", "max-load", "critical-load", "throttle-query", "max-latency-ratio", "nice-ratio"}
+var SettableKeys = []string{"threads", "chunk-time", "max-chunk-rows", "max-lag", "max-load", "critical-load", "throttle-query", "max-latency-ratio", "nice-ratio", "max-copy-rate"}
 
 // Snapshot is GET /status.
 type Snapshot struct {
@@ -77,6 +77,9 @@ type Copy struct {
 	ChunkSize     int64   `json:"chunk_size"` // rows, adjusted to chunk_time
 	InFlight      int64   `json:"chunks_in_flight"`
 	Done          bool    `json:"done"`
+	// CappedAt: --max-copy-rate holds the copy now, at this many rows a
+	// second (0: it does not: no cap, or the application idle).
+	CappedAt float64 `json:"capped_rows_per_second,omitempty"`
 	// Lock is how chunks read the source: "lock-free" or "share" (LOCK IN
 	// SHARE MODE); LockReason why (a fallback names its cause).
 	Lock       string    `json:"lock,omitempty"`
@@ -163,6 +166,7 @@ type Settings struct {
 	MaxLag            string  `json:"max_lag"`
 	MaxLatencyRatio   float64 `json:"max_latency_ratio"`
 	NiceRatio         float64 `json:"nice_ratio"`
+	MaxCopyRate       float64 `json:"max_copy_rate"` // rows a second while the application may be active; 0: no cap
 	MaxLoad           string  `json:"max_load"`
 	CriticalLoad      string  `json:"critical_load"`
 	CriticalLoadGrace string  `json:"critical_load_grace"`

@@ -466,6 +466,16 @@ func (p *Pacer) Holding() bool {
 	return p.began && p.cfg.Ratio > 0 && !p.idleAt(time.Now())
 }
 
+// AppActive tells whether the application may be using the server: Active
+// has not called it idle (while Active cannot tell yet, nor when it is not
+// set, it may be). Unlike Holding, it does not depend on the ratio:
+// --max-copy-rate applies while it is true.
+func (p *Pacer) AppActive() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.idleAt(time.Now())
+}
+
 // SetRatio changes the ratio while running (0: no pacing; the probe goes
 // on, so that it can be turned on again against the same baseline).
 func (p *Pacer) SetRatio(r float64) {
