@@ -83,20 +83,34 @@ func renderLockModes(p func(string, ...any), runs []*runResult, env reportEnv) {
 		}
 		return "**no**"
 	}
-	for _, c := range []struct {
-		load  string
-		limit float64
-	}{{"light", 2}, {"heavy", 3}} {
-		r := pick(runs, c.load, "recast")
-		if r == nil || r.baseP99 <= 0 || r.durP99 <= 0 {
-			continue
+	// The default, then each variant of it (--recast-variant: the same
+	// lock-free copy with other flags, named by them), but the locking copy.
+	targets := []string{"recast"}
+	for _, t := range variantTools(runs) {
+		if t != "recast-share" {
+			targets = append(targets, t)
 		}
-		p("| %s: lock-free p99 during ≤ %s× baseline | %s ms vs %s ms (%s×) | %s |\n", c.load, f0(c.limit), f1(r.durP99), f1(r.baseP99),
-			f1(r.durP99/r.baseP99), yes(r.durP99 <= c.limit*r.baseP99))
-		// The application's own errors decide; the server's counters include
-		// recast's sessions (the copy and the applier both write the ghost).
-		p("| %s: lock-free, no application deadlocks / lock-wait timeouts | %s app errors (server, any session: %s deadlocks / %s timeouts) | %s |\n", c.load, f0(r.durErrs),
-			orDash(r.deadlocks), orDash(r.lockTimeouts), yes(r.durSecs > 0 && r.durErrs == 0))
+	}
+	for _, t := range targets {
+		who := "lock-free"
+		if t != "recast" {
+			who = toolName(t)
+		}
+		for _, c := range []struct {
+			load  string
+			limit float64
+		}{{"light", 2}, {"heavy", 3}} {
+			r := pick(runs, c.load, t)
+			if r == nil || r.baseP99 <= 0 || r.durP99 <= 0 {
+				continue
+			}
+			p("| %s: %s p99 during ≤ %s× baseline | %s ms vs %s ms (%s×) | %s |\n", c.load, who, f0(c.limit), f1(r.durP99), f1(r.baseP99),
+				f1(r.durP99/r.baseP99), yes(r.durP99 <= c.limit*r.baseP99))
+			// The application's own errors decide; the server's counters include
+			// recast's sessions (the copy and the applier both write the ghost).
+			p("| %s: %s, no application deadlocks / lock-wait timeouts | %s app errors (server, any session: %s deadlocks / %s timeouts) | %s |\n", c.load, who, f0(r.durErrs),
+				orDash(r.deadlocks), orDash(r.lockTimeouts), yes(r.durSecs > 0 && r.durErrs == 0))
+		}
 	}
 	lf, _ := idleWall(runs, "recast")
 	sh, _ := idleWall(runs, "recast-share")

@@ -42,6 +42,7 @@ func TestRenderLockModes(t *testing.T) {
 		run("light", "recast", 11, 2, 3, 0, "0", "0", "lock-free"),
 		run("light", "recast-share", 13, 2, 40, 1, "1", "0", "share (--copy-lock=share)"),
 		run("heavy", "recast", 15, 5, 20, 0, "0", "0", "lock-free"),
+		run("light", "recast-capped", 60, 2.5, 4.5, 0, "0", "0", "lock-free"),
 	}
 	var b strings.Builder
 	renderLockModes(func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }, runs, reportEnv{})
@@ -53,6 +54,8 @@ func TestRenderLockModes(t *testing.T) {
 		"| light: lock-free p99 during ≤ 2× baseline | 3.0 ms vs 2.0 ms (1.5×) | **yes** |",
 		"| heavy: lock-free p99 during ≤ 3× baseline | 20.0 ms vs 5.0 ms (4.0×) | **no** |",
 		"| idle: lock-free wall ≤ locking copy's | 10.0 s vs 12.0 s (0.83×) | **yes** |",
+		"| light: recast-capped p99 during ≤ 2× baseline | 4.5 ms vs 2.5 ms (1.8×) | **yes** |",
+		"| light: recast-capped, no application deadlocks / lock-wait timeouts | 0 app errors (server, any session: 0 deadlocks / 0 timeouts) | **yes** |",
 		"| light: lock-free, no application deadlocks / lock-wait timeouts | 0 app errors (server, any session: 0 deadlocks / 0 timeouts) | **yes** |",
 	} {
 		if !strings.Contains(out, want) {
