@@ -148,6 +148,31 @@ func TestThrottleQueryLive(t *testing.T) {
 	}
 }
 
+// appWriter starts the application: stmt (a write to the table app, which
+// it creates) every 10 ms until the returned stop, which waits for it and
+// may be called more than once. The pacer sees it in the binlog (without
+// it the pacer would let the copy run unpaced).
+func appWriter(t *testing.T, db *sql.DB, stmt string) (stop func()) {
+	t.Helper()
+	testutil.Exec(t, db, "CREATE TABLE app (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if _, err := db.ExecContext(ctx, stmt); err != nil && ctx.Err() == nil {
+				t.Errorf("application write: %v", err)
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
 // TestPacedCopy (--max-latency-ratio): the pacer takes the probe's latency
 // before the copy as its baseline, cuts the copy's duty while the probe is
 // slow (here: a session holds the probe's row lock, so each probe waits
@@ -162,23 +187,8 @@ func TestPacedCopy(t *testing.T) {
 	before := thrDigest(t, db, "t")
 	// The application: writes to another table, which the pacer sees in
 	// the binlog (without it the pacer would let the copy run unpaced).
-	testutil.Exec(t, db, "CREATE TABLE app (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
-	appCtx, stopApp := context.WithCancel(context.Background())
-	appDone := make(chan struct{})
-	go func() {
-		defer close(appDone)
-		for appCtx.Err() == nil {
-			if _, err := db.ExecContext(appCtx, "INSERT INTO app (v) VALUES (1)"); err != nil && appCtx.Err() == nil {
-				t.Errorf("application write: %v", err)
-				return
-			}
-			select {
-			case <-appCtx.Done():
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-	}()
-	defer func() { stopApp(); <-appDone }()
+	stopApp := appWriter(t, db, "INSERT INTO app (v) VALUES (1)")
+	defer stopApp()
 	o := testOptions(t, schema, "t", "ADD COLUMN c INT")
 	slowCopy(&o)
 	o.MaxLatencyRatio = 2
@@ -280,23 +290,8 @@ func TestCopyRateCap(t *testing.T) {
 	db := testutil.DB(t, schema)
 	thrTable(t, db, "t", 20000) // 40 s at the cap: the copy is paused before it ends
 	before := thrDigest(t, db, "t")
-	testutil.Exec(t, db, "CREATE TABLE app (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
-	appCtx, stopApp := context.WithCancel(context.Background())
-	appDone := make(chan struct{})
-	go func() {
-		defer close(appDone)
-		for appCtx.Err() == nil {
-			if _, err := db.ExecContext(appCtx, "INSERT INTO app (v) VALUES (1), (2)"); err != nil && appCtx.Err() == nil {
-				t.Errorf("application write: %v", err)
-				return
-			}
-			select {
-			case <-appCtx.Done():
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-	}()
-	defer func() { stopApp(); <-appDone }()
+	stopApp := appWriter(t, db, "INSERT INTO app (v) VALUES (1), (2)")
+	defer stopApp()
 	const rate, threads, chunk = 500, 2, 100
 	o := testOptions(t, schema, "t", "ADD COLUMN c INT")
 	o.Threads, o.MaxChunkRows, o.ChunkTime = threads, chunk, 5*time.Millisecond
@@ -338,7 +333,6 @@ func TestCopyRateCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopApp()
-	<-appDone
 	until(t, r, time.Minute, "the cap lifted with the application idle", func(s status.Snapshot) bool {
 		return s.Pace != nil && s.Pace.AppIdle && s.Copy.CappedAt == 0 && !s.Copy.Done
 	})
