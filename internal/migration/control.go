@@ -238,7 +238,7 @@ func (c *Control) pushChunkTime() {
 		return
 	}
 	want := c.chunkTime
-	if c.thr != nil && c.thr.Pacer() != nil && c.thr.Pacer().Holding() || c.rateCapped() {
+	if (c.thr != nil && c.thr.Pacer() != nil && c.thr.Pacer().Holding()) || c.rateCapped() {
 		want = min(want, PacedChunkTime)
 	}
 	if want != c.copyChunkTime {
