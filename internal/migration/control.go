@@ -66,7 +66,7 @@ type Control struct {
 	postponeFile  string
 	throttleQuery string // --throttle-query, changeable live
 	niceRatio     float64
-	rateCap       *throttle.RateCap // --max-copy-rate
+	rateCap       *throttle.RateCap // --max-copy-rate (never nil; rate 0: no cap)
 	paused        bool
 
 	hooks       *hookRunner             // the running migration's hooks (hooks.go), for InteractiveCommand
@@ -103,7 +103,7 @@ type Control struct {
 
 // NewControl returns a Control; Run runs a migration under it.
 func NewControl() *Control {
-	return &Control{phase: status.PhaseInspect, started: time.Now()}
+	return &Control{phase: status.PhaseInspect, started: time.Now(), rateCap: throttle.NewRateCap(0)}
 }
 
 // Run runs the migration described by opts under c (see migration.Run):
@@ -150,7 +150,7 @@ func (c *Control) init(o Options) {
 	c.flagFile, c.panicFile, c.postponeFile = o.ThrottleFlagFile, o.PanicFlagFile, o.PostponeCutOverFlagFile
 	c.throttleQuery = o.ThrottleQuery
 	c.niceRatio = o.NiceRatio
-	c.rateCap = throttle.NewRateCap(o.MaxCopyRate)
+	c.rateCap.SetRate(o.MaxCopyRate)
 }
 
 // control returns the migration's Control (a private one if none was given).
@@ -211,7 +211,7 @@ func (c *Control) pace(ctx context.Context, took time.Duration, rows int64) erro
 // and the application may be active (the pacer's view; without a pacer,
 // --max-latency-ratio 0, always). c.mu is held.
 func (c *Control) rateCapped() bool {
-	if c.rateCap == nil || c.rateCap.Rate() <= 0 {
+	if c.rateCap.Rate() <= 0 {
 		return false
 	}
 	if c.thr == nil || c.thr.Pacer() == nil {
@@ -545,11 +545,7 @@ func (c *Control) setPacing(key, value string) error {
 		if err := settings.CopyRate(r); err != nil {
 			return err
 		}
-		if c.rateCap == nil {
-			c.rateCap = throttle.NewRateCap(r)
-		} else {
-			c.rateCap.SetRate(r)
-		}
+		c.rateCap.SetRate(r)
 		c.pushChunkTime()
 		return nil
 	}
