@@ -4,7 +4,7 @@
 # application's changes into the new table — before the copy costs anything.
 #
 #   bench/floor.sh [--flavor mariadb-10.11|mariadb-11.8|mysql-9.7] [--rows N]
-#                  [--rate TPS] [--hold S] [--keep-sandbox]
+#                  [--rate TPS] [--hold S] [--compare BIN] [--keep-sandbox]
 #
 # One sysbench `oltp_write_only --threads=8 --rate=TPS` runs throughout on a
 # sandbox with a serial replica (as bench/run.sh's); over it, phases of
@@ -18,6 +18,9 @@
 #   held-again  the same again (repeat)
 #   held-nopace the same with --max-latency-ratio 0: no latency probe (the
 #            pacer's one-row write every 50 ms), so its share shows
+# With --compare BIN, two more phases run another recast binary the same way,
+# interleaved with the build's (held, held-B, held-again, held-B-again,
+# held-nopace): what a change to the pipeline costs or saves, in one run.
 # and prints per phase the mean and median of sysbench's per-second p99
 # (the first 5 s of each phase left out), the server's commits and InnoDB
 # fsyncs per second, and the CPU (share of one core, from /proc/PID/stat)
@@ -28,7 +31,7 @@ export PATH="/usr/local/go/bin:$PATH:/usr/sbin"
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 
-FLAVOR=mariadb-10.11 ROWS=1000000 RATE=410 HOLD=30 KEEP=0
+FLAVOR=mariadb-10.11 ROWS=1000000 RATE=410 HOLD=30 KEEP=0 COMPARE=
 PORT=${BENCH_PORT:-14406}
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -36,6 +39,7 @@ while [ $# -gt 0 ]; do
 	--rows) ROWS=$2; shift 2 ;;
 	--rate) RATE=$2; shift 2 ;;
 	--hold) HOLD=$2; shift 2 ;;
+	--compare) COMPARE=$(realpath "$2"); shift 2 ;;
 	--keep-sandbox) KEEP=1; shift ;;
 	*) echo "floor: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -81,12 +85,16 @@ if [[ $FLAVOR != mysql-* ]]; then
 	sleep 10
 fi
 FLAG=$OUT/hold.flag
-for phase in held held-again held-nopace; do
+PHASE_LIST=(held held-again held-nopace)
+[ -n "$COMPARE" ] && PHASE_LIST=(held held-B held-again held-B-again held-nopace)
+for phase in "${PHASE_LIST[@]}"; do
 	extra=()
 	[ "$phase" = held-nopace ] && extra=(--max-latency-ratio 0)
+	bin=$RECAST
+	[[ $phase == held-B* ]] && bin=$COMPARE
 	touch "$FLAG"
 	RECAST_TICKS=0 mark start "$phase"
-	"$RECAST" migrate --host 127.0.0.1 --port "$PORT" --user recast --password recast --database sbtest --table sbtest1 \
+	"$bin" migrate --host 127.0.0.1 --port "$PORT" --user recast --password recast --database sbtest --table sbtest1 \
 		--alter FORCE --execute --progress-interval 1s --throttle-flag-file "$FLAG" "${extra[@]}" >"$OUT/$phase.log" 2>&1 &
 	pid=$!
 	sleep "$HOLD"

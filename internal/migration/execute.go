@@ -564,6 +564,7 @@ const lockBacklog = 50 * time.Millisecond
 func (m *migrator) readyToLock(ap *pipeline.Applier, ctl *Control, settle func(context.Context) error) func(context.Context) error {
 	return func(ctx context.Context) error {
 		ctl.setFullSpeed(true)
+		ap.SetEager() // windows back to back: little left for the drain under the lock
 		defer ctl.setCutOverNote("")
 		o := m.opts
 		limit := max(o.CutOverBudget/time.Duration(max(o.CutOverAttempts, 1)), 10*time.Second)

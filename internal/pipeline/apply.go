@@ -133,6 +133,11 @@ type Applier struct {
 	applied binlog.Position
 	waiters []chan struct{}
 
+	// hurry wakes the pump's flusher before its window time is up: a
+	// caller waits for a position (WaitApplied) or the window is full.
+	hurry chan struct{}
+	eager atomic.Bool // SetEager
+
 	seed maphash.Seed
 
 	tracking atomic.Bool
@@ -166,7 +171,7 @@ func New(db *sql.DB, cfg Config) (*Applier, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	a := &Applier{db: db, cfg: cfg, seed: maphash.MakeSeed()}
+	a := &Applier{db: db, cfg: cfg, seed: maphash.MakeSeed(), hurry: make(chan struct{}, 1)}
 	a.window = a.newWindow()
 	return a, nil
 }
@@ -215,7 +220,43 @@ func (a *Applier) Add(ev binlog.Event) bool {
 		w.end = ev.Pos
 		w.empty = false
 	}
-	return len(w.ops) >= a.cfg.WindowRows
+	full := len(w.ops) >= a.cfg.WindowRows
+	if full {
+		a.wake()
+	}
+	return full
+}
+
+// wake asks the pump's flusher to apply the window now.
+func (a *Applier) wake() {
+	select {
+	case a.hurry <- struct{}{}:
+	default:
+	}
+}
+
+// Hurry receives when the window should be applied before its time is up
+// (Urgent says whether that still holds).
+func (a *Applier) Hurry() <-chan struct{} { return a.hurry }
+
+// Urgent says whether the window should be applied without waiting for it
+// to fill: a caller waits for a position (WaitApplied), it is full, or the
+// applier is eager.
+func (a *Applier) Urgent() bool {
+	if a.eager.Load() {
+		return true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.waiters) > 0 || len(a.window.ops) >= a.cfg.WindowRows
+}
+
+// SetEager makes every window urgent from now on: the cut-over's drain under
+// its lock then finds at most a few milliseconds of changes to apply, not a
+// whole window's time of them.
+func (a *Applier) SetEager() {
+	a.eager.Store(true)
+	a.wake()
 }
 
 func (a *Applier) put(w *window, o op) {
@@ -286,6 +327,7 @@ func (a *Applier) WaitApplied(ctx context.Context, p binlog.Position) error {
 		c := make(chan struct{})
 		a.waiters = append(a.waiters, c)
 		a.mu.Unlock()
+		a.wake()
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -337,14 +379,14 @@ func (a *Applier) applyParallel(ctx context.Context, w *window) error {
 		dmu.Unlock()
 		return err
 	}
-	if a.cfg.Workers == 1 {
+	if workers := a.workersFor(len(w.ops)); workers == 1 {
 		if err := run(ctx, w.ops); err != nil {
 			return err
 		}
 	} else {
-		parts := make([][]op, a.cfg.Workers)
+		parts := make([][]op, workers)
 		for _, o := range w.ops {
-			i := maphash.String(a.seed, o.key) % uint64(a.cfg.Workers)
+			i := maphash.String(a.seed, o.key) % uint64(workers)
 			parts[i] = append(parts[i], o)
 		}
 		g, gctx := errgroup.WithContext(ctx)
@@ -373,6 +415,19 @@ func (a *Applier) applyParallel(ctx context.Context, w *window) error {
 		}
 	}
 	return nil
+}
+
+// minOpsPerWorker: a window is split over more workers only when each gets
+// at least this many operations. Every worker writes its share in statements
+// of its own, each an autocommit transaction that the primary commits and
+// every replica replays (serially, on a replica that applies in order): at a
+// light load, windows of a few dozen rows split four ways were three such
+// transactions per application transaction (docs/applier.md, *Windows*).
+const minOpsPerWorker = 100
+
+// workersFor is the number of workers a window of n operations is split over.
+func (a *Applier) workersFor(n int) int {
+	return min(a.cfg.Workers, max(1, n/minOpsPerWorker))
 }
 
 // applyUnordered writes operations on distinct keys: deletes, then replaces

@@ -38,13 +38,15 @@ type Pump struct {
 	applied atomic.Int64
 
 	def *Deferrer // lock-free copy: holds changes to ranges being copied (defer.go)
+
+	windowTime time.Duration // WindowTime; tests change it
 }
 
 // NewPump returns the pump between stream and ap. delay, if set, is an
 // extra wait between windows (the replicas cannot keep up); it is asked
 // once per window and once per event under back-pressure, so it must be cheap.
 func NewPump(stream *binlog.Stream, ap *Applier, delay func() time.Duration) *Pump {
-	return &Pump{stream: stream, ap: ap, swapped: make(chan struct{}), delay: delay}
+	return &Pump{stream: stream, ap: ap, swapped: make(chan struct{}), delay: delay, windowTime: WindowTime}
 }
 
 // Swapped is closed when the reader saw the swap's RENAME while armed.
@@ -211,8 +213,15 @@ func (p *Pump) Read(ctx context.Context) error {
 	}
 }
 
+// Flush is the flusher loop: it applies a window whenever one is due
+// (nextWindow) until ctx ends, and returns the applier's error if any.
 func (p *Pump) Flush(ctx context.Context) error {
+	start := time.Now()
 	for {
+		if err := p.nextWindow(ctx, start); err != nil {
+			return nil
+		}
+		start = time.Now()
 		received := p.ap.Stats().Changes // all in this window or earlier ones
 		if err := p.ap.Flush(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -221,11 +230,52 @@ func (p *Pump) Flush(ctx context.Context) error {
 			return err
 		}
 		p.applied.Store(received)
-		wait := 5*time.Millisecond + p.currentDelay()
+	}
+}
+
+// WindowTime is how often the applier applies a window while nothing waits
+// for it: changes arriving meanwhile are gathered, coalesced, and written in
+// a few statements. At a light load, windows 5 ms apart held about one
+// application transaction each and wrote it as that many transactions again
+// (and more: one per worker), which every replica replays after the
+// application's own; the serial replica of the bench could not keep up with
+// them (docs/applier.md, *Windows*). A caller of WaitApplied (the cut-over,
+// the checksum, the catch-up) or a full window does not wait: the flusher
+// goes back to minWindowGap.
+const WindowTime = 50 * time.Millisecond
+
+// minWindowGap is the least time between two windows.
+const minWindowGap = 5 * time.Millisecond
+
+// nextWindow waits until the next window is due: WindowTime after the last
+// one started, or minWindowGap after it ended when the applier is urgent; the
+// throttle's delay (currentDelay) comes on top of either. A nil error means
+// it is due; an error, that ctx ended.
+func (p *Pump) nextWindow(ctx context.Context, start time.Time) error {
+	ended := time.Now()
+	gap := minWindowGap + p.currentDelay()
+	wait := gap
+	if !p.ap.Urgent() {
+		wait = max(gap, p.windowTime-ended.Sub(start)+gap-minWindowGap)
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
 		select {
 		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
 			return nil
-		case <-time.After(wait):
+		case <-p.ap.Hurry():
+			if !p.ap.Urgent() { // a wake-up the last window already answered
+				continue
+			}
+			// Urgent now: due gap after the last window ended.
+			rest := gap - time.Since(ended)
+			if rest <= 0 || !t.Stop() {
+				return nil
+			}
+			t.Reset(rest)
 		}
 	}
 }
