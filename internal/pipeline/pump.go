@@ -83,7 +83,7 @@ const maxPending = 40000
 // slowPending replaces maxPending while the throttle delays the applier (the
 // replicas cannot absorb even the applier's writes): each window then
 // applies at most this many changes, so the apply rate falls to at most
-// slowPending per (delay + flush). A delay alone would only have batched
+// slowPending per (delay + the window's time, or the flush's when longer). A delay alone would only have batched
 // the same writes into bigger windows (under sysbench at 1,360 tps the
 // replica's lag grew to 55 s while the applier, "slowed" by 1 s per window,
 // still applied everything).
@@ -270,7 +270,10 @@ func (p *Pump) nextWindow(ctx context.Context, start time.Time) error {
 			if !p.ap.Urgent() { // a wake-up the last window already answered
 				continue
 			}
-			// Urgent now: due gap after the last window ended.
+			// Urgent now: due gap after the last window ended (the
+			// delay asked again: Align's freeze and the cut-over's full
+			// speed take it away).
+			gap = minWindowGap + p.currentDelay()
 			rest := gap - time.Since(ended)
 			if rest <= 0 || !t.Stop() {
 				return nil
