@@ -83,7 +83,7 @@ const maxPending = 40000
 // slowPending replaces maxPending while the throttle delays the applier (the
 // replicas cannot absorb even the applier's writes): each window then
 // applies at most this many changes, so the apply rate falls to at most
-// slowPending per (delay + the window's time, or the flush's when longer). A delay alone would only have batched
+// slowPending per (delay + flush). A delay alone would only have batched
 // the same writes into bigger windows (under sysbench at 1,360 tps the
 // replica's lag grew to 55 s while the applier, "slowed" by 1 s per window,
 // still applied everything).
@@ -248,15 +248,20 @@ const WindowTime = 50 * time.Millisecond
 const minWindowGap = 5 * time.Millisecond
 
 // nextWindow waits until the next window is due: WindowTime after the last
-// one started, or minWindowGap after it ended when the applier is urgent; the
-// throttle's delay (currentDelay) comes on top of either. A nil error means
-// it is due; an error, that ctx ended.
+// one started, or minWindowGap after it ended when the applier is urgent.
+// While the throttle delays the applier (currentDelay: the replicas lag), a
+// window is due minWindowGap + the delay after the last one ended, as it was
+// before windows had a time of their own: the throttle's feedback (the delay
+// doubles while the lag grows, halves once it is below the limit) was tuned
+// on that, and windows are capped at slowPending changes meanwhile. A nil
+// error means it is due; an error, that ctx ended.
 func (p *Pump) nextWindow(ctx context.Context, start time.Time) error {
 	ended := time.Now()
-	gap := minWindowGap + p.currentDelay()
+	delay := p.currentDelay()
+	gap := minWindowGap + delay
 	wait := gap
-	if !p.ap.Urgent() {
-		wait = max(gap, p.windowTime-ended.Sub(start)+gap-minWindowGap)
+	if delay == 0 && !p.ap.Urgent() {
+		wait = max(gap, p.windowTime-ended.Sub(start))
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()

@@ -141,3 +141,17 @@ func TestWorkersFor(t *testing.T) {
 		t.Errorf("400 rows over 4 workers: %d statements, at most %d at a time; want 4, in parallel", n, rec.maxInFlight())
 	}
 }
+
+// TestWindowUnderThrottleDelay: while the throttle delays the applier, a
+// window is due the delay after the last one, not the window's time (here an
+// hour), as before windows had a time of their own.
+func TestWindowUnderThrottleDelay(t *testing.T) {
+	db, rec := fakeDB(t)
+	a := newApplier(t, db, testConfig())
+	flushing(t, &Pump{ap: a, windowTime: time.Hour, delay: func() time.Duration { return 2 * time.Millisecond }})
+	for i := range int64(3) {
+		n := len(rec.all())
+		a.Add(boundaryEv(uint32(i+1), i))
+		waitWritten(t, rec, n, "a delayed applier's window")
+	}
+}
