@@ -18,13 +18,13 @@
 #   held-again  the same again (repeat)
 #   held-nopace the same with --max-latency-ratio 0: no latency probe (the
 #            pacer's one-row write every 50 ms), so its share shows
-# With --compare BIN, two more phases run another recast binary the same way,
-# interleaved with the build's (held, held-B, held-again, held-B-again,
-# held-nopace): what a change to the pipeline costs or saves, in one run.
 # and prints per phase the mean and median of sysbench's per-second p99
 # (the first 5 s of each phase left out), the server's commits and InnoDB
 # fsyncs per second, and the CPU (share of one core, from /proc/PID/stat)
 # of the primary, the replica and recast.
+# With --compare BIN, two more phases run another recast binary the same way,
+# interleaved with the build's (held, held-B, held-again, held-B-again,
+# held-nopace): what a change to the pipeline costs or saves, in one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH:/usr/sbin"
