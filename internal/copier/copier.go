@@ -358,10 +358,20 @@ func (c *Copier) SetThreads(n int) {
 }
 
 // SetChunkTime changes the target duration of one chunk while running.
+// The chunk size is scaled with it (within the bounds): a chunk time 20
+// times shorter starts from a chunk 20 times smaller. Left to adjust,
+// which halves it at most per chunk, a paced copy's first chunks were the
+// unpaced copy's 1,000 rows, each thread's first four chunks too long.
 func (c *Copier) SetChunkTime(d time.Duration) {
-	if d > 0 {
-		c.chunkTime.Store(int64(d))
+	if d <= 0 {
+		return
 	}
+	old := c.chunkTime.Swap(int64(d))
+	if old <= 0 || old == int64(d) {
+		return
+	}
+	next := int64(float64(c.chunk.Load()) * float64(d) / float64(old))
+	c.chunk.Store(min(max(next, c.minChunk.Load()), c.maxChunk.Load()))
 }
 
 // SetChunkBounds changes the chunk size limits while running; the current

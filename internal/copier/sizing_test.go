@@ -129,6 +129,27 @@ func TestSetChunkBoundsAndTime(t *testing.T) {
 	if _, ct, _, _ := c.Settings(); ct != time.Second {
 		t.Errorf("chunk time %v", ct)
 	}
+
+	// The chunk size follows the chunk time, within the bounds.
+	c = newTest(t, Config{}) // 1,000 rows for 200 ms
+	c.SetChunkTime(10 * time.Millisecond)
+	if got := c.Progress().ChunkSize; got != 100 {
+		t.Errorf("chunk %d after 200 ms -> 10 ms from 1000 rows, want 100 (1000/20 = 50, the minimum)", got)
+	}
+	c.SetChunkBounds(10, 5000)
+	c.chunk.Store(300)
+	c.SetChunkTime(20 * time.Millisecond)
+	if got := c.Progress().ChunkSize; got != 600 {
+		t.Errorf("chunk %d after 10 ms -> 20 ms from 300 rows, want 600", got)
+	}
+	c.SetChunkTime(time.Second)
+	if got := c.Progress().ChunkSize; got != 5000 {
+		t.Errorf("chunk %d after 20 ms -> 1 s from 600 rows, want 5000 (the maximum)", got)
+	}
+	c.SetChunkTime(time.Second) // unchanged: the size too
+	if got := c.Progress().ChunkSize; got != 5000 {
+		t.Errorf("chunk %d after setting the same chunk time", got)
+	}
 }
 
 // TestWatermark: chunks finishing out of order advance the watermark only

@@ -247,6 +247,15 @@ func (c *Control) pushChunkTime() {
 	}
 }
 
+// syncChunkTime gives the copier the chunk time to aim at now
+// (pushChunkTime); pace does after each chunk, and the copy calls it
+// before its first.
+func (c *Control) syncChunkTime() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pushChunkTime()
+}
+
 // niceSleep is --nice-ratio's sleep after a chunk that took took.
 func niceSleep(took time.Duration, ratio float64) time.Duration {
 	if ratio <= 0 || took <= 0 {

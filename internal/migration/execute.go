@@ -336,6 +336,7 @@ func (r *copyRun) copyRows() error {
 		if p := r.ctl.pacer(); p != nil {
 			p.Begin(r.runCtx) // the probe's latency so far is the baseline
 		}
+		r.ctl.syncChunkTime() // a paced or capped copy's first chunks are short ones too
 		if err := r.cp.Run(r.runCtx); err != nil {
 			return err
 		}

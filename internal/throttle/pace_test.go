@@ -23,10 +23,10 @@ func TestNextDuty(t *testing.T) {
 	}{
 		{"above the limit: cut", 0.5, 5 * time.Millisecond, 0.3},
 		{"cut stops at the floor", 0.03, time.Second, minDuty},
-		{"well below: grow", 0.5, 2 * time.Millisecond, 0.6},
-		{"well below, low duty: grow by a quarter", 0.02, 2 * time.Millisecond, 0.025},
-		{"well below, 0.2: grow by a quarter", 0.2, 2 * time.Millisecond, 0.25},
-		{"growth stops at 1", 0.95, 1 * time.Millisecond, 1},
+		{"well below: grow by 5 %", 0.5, 2 * time.Millisecond, 0.525},
+		{"well below, low duty: grow by 5 %", 0.02, 2 * time.Millisecond, 0.021},
+		{"well below, 0.2: grow by 5 %", 0.2, 2 * time.Millisecond, 0.21},
+		{"growth stops at 1", 0.97, 1 * time.Millisecond, 1},
 		{"between 75 % and 100 % of the limit: keep", 0.4, 3500 * time.Microsecond, 0.4},
 		{"exactly the limit: keep", 0.4, 4 * time.Millisecond, 0.4},
 	} {
@@ -109,12 +109,15 @@ func TestPacerFollowsLatency(t *testing.T) {
 	if st.Baseline < time.Millisecond || st.Baseline > 20*time.Millisecond {
 		t.Fatalf("baseline %v from 1 ms probes", st.Baseline)
 	}
+	if d := p.Duty(); d != startDuty {
+		t.Fatalf("duty after Begin = %v, want %v", d, startDuty)
+	}
 	waitFor(t, "the duty to fall under slow probes", func() bool {
 		latency.Store(int64(10 * st.Baseline))
-		return p.Duty() <= 0.1
+		return p.Duty() <= startDuty/4
 	})
-	if d := pauseFor(10*time.Millisecond, p.Duty()); d < 90*time.Millisecond {
-		t.Errorf("a 10 ms chunk at duty %v pauses %v, want ≥ 90 ms", p.Duty(), d)
+	if d := pauseFor(10*time.Millisecond, p.Duty()); d < 390*time.Millisecond {
+		t.Errorf("a 10 ms chunk at duty %v pauses %v, want ≥ 390 ms", p.Duty(), d)
 	}
 	latency.Store(int64(time.Millisecond))
 	// No chunk runs (the copy is held by something else): the fast probes
