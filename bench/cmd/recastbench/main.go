@@ -5,6 +5,7 @@
 //	recastbench sbmean   mean tps of a sysbench --report-interval log
 //	recastbench report   turn a bench output directory into RESULTS.md
 //	recastbench cpu      machine CPU use, the bench's share and everyone else's
+//	recastbench probe    recast's pacing probe, run from outside recast, each probe logged
 //
 // It is not part of recast; see bench/README.md.
 package main
@@ -36,6 +37,7 @@ const usage = `usage:
   recastbench sbmean [--skip N] SYSBENCH_LOG
   recastbench report --dir OUTDIR [--out FILE] [--keep-notes FILE] [--tsv FILE]
   recastbench cpu busy [--window 3s] | mark --pids P,... --out F | since --pids P,... --in F
+  recastbench probe --addr H:P [--user U --password P] [--every 50ms] --out FILE
 `
 
 func main() {
@@ -55,6 +57,8 @@ func main() {
 		err = reportCmd(os.Args[2:])
 	case "cpu":
 		err = cpuCmd(os.Args[2:])
+	case "probe":
+		err = probeCmd(os.Args[2:])
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
