@@ -8,7 +8,7 @@
 #   LABEL   a name for the run (its files are LABEL.*)
 #   BINARY  a recast binary (build one per revision: git worktree + go build)
 #   REDO    innodb_log_file_size for the run (e.g. 96M, 1G; MariaDB resizes
-#           it online); empty: leave it
+#           it online; ignored on MySQL); empty: leave it
 #   FLAGS   extra flags for recast migrate (quoted, space-separated)
 #   BINLOG  max_binlog_size for the run, on the primary and the replica
 #           (e.g. 64M, the sandbox's, or 1G, the servers' default); empty:
@@ -28,8 +28,9 @@
 # also runs from outside recast through each run (recastbench probe: a
 # one-row autocommit upsert every 50 ms on a connection of its own), and the
 # line shows its per-second p90 before and during the run, mean and × before:
-# what the pacer sees, whatever its own baseline and decisions were. Output
-# in bench/out/ab-<timestamp>/.
+# what the pacer sees, whatever its own baseline and decisions were (it adds
+# 20 one-row commits a second to every run's load). Output in
+# bench/out/ab-<timestamp>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH:/usr/sbin"
