@@ -60,7 +60,10 @@ func startRecast(t *testing.T, o testOpts, pauseAt string, extra ...string) *kil
 	t.Helper()
 	args := []string{"migrate", "--host", o.Conn.Host, "--port", strconv.Itoa(o.Conn.Port), "--user", o.Conn.User,
 		"--password", o.Conn.Password, "--database", o.Database, "--table", o.Table, "--alter", o.Alter, "--execute",
-		"--progress-interval", "0", "--checkpoint-interval", "100ms", "--cut-over-lock-timeout", "2s", "--method", "copy", "--max-lag", "0"}
+		"--progress-interval", "0", "--checkpoint-interval", "100ms", "--cut-over-lock-timeout", "2s", "--method", "copy", "--max-lag", "0",
+		// Not paced, as testOptions (main_test.go): the other tests' writes
+		// on the shared server would hold the copy at the pacer's floor.
+		"--max-latency-ratio", strconv.FormatFloat(o.MaxLatencyRatio, 'g', -1, 64)}
 	cmd := exec.Command(recastBinary(t), append(args, extra...)...)
 	cmd.Env = append(os.Environ(), "RECAST_PAUSE_AT="+pauseAt)
 	pipe, err := cmd.StderrPipe()
