@@ -100,7 +100,7 @@ const (
 	decideAfter      = 500 * time.Millisecond // ... or this long, when probes are slow
 	probeTimeout     = time.Second            // a probe taking longer counts as this long
 	minDuty          = 0.02
-	// dutyGrowth: the duty's relative growth per decision (at most +0.1).
+	// dutyGrowth: the duty's relative growth per decision.
 	// The duty is cut by 40 % when the probe's p90 of the last second is
 	// above the limit and grown by dutyGrowth when it is below 75 % of it,
 	// so it settles where cuts and growths balance: with a growth of a
@@ -504,7 +504,7 @@ func (p *Pacer) SetRatio(r float64) {
 }
 
 // nextDuty is the controller: cut the duty by 40 % while latency is above
-// ratio × base, grow it by dutyGrowth (at most 0.1) while it is below 75 %
+// ratio × base, grow it by dutyGrowth while it is below 75 %
 // of that, keep it in between (hysteresis). The growth is relative: at the
 // low duties a busy server holds the copy to, a fixed step of 0.1 took the
 // copy from 2 % to 12 % in one decision, a burst the application's tail
@@ -516,7 +516,7 @@ func nextDuty(duty float64, latency, base time.Duration, ratio float64) float64 
 	case float64(latency) > limit:
 		return max(duty*0.6, minDuty)
 	case float64(latency) < 0.75*limit:
-		return min(duty+min(duty*dutyGrowth, 0.1), 1)
+		return min(duty*(1+dutyGrowth), 1)
 	}
 	return duty
 }
