@@ -63,10 +63,13 @@ type runResult struct {
 	psMode                    string
 	baseTPS, baseP99          float64
 	durTPS, durP99, durP99Max float64
-	durSecs, baseSecs         int
-	durErrs                   float64
-	sbFatal                   string
-	sbQueueMax                int
+	// medians of the per-second p99s: a write-back burst of the run
+	// before (a 200 ms second in the baseline) moves the mean, not these
+	baseP99Med, durP99Med float64
+	durSecs, baseSecs     int
+	durErrs               float64
+	sbFatal               string
+	sbQueueMax            int
 
 	// replica
 	lagMax, lagBase, sbmMax float64 // ms, ms, s
@@ -225,7 +228,7 @@ func (r *runResult) computeSysbench(sb *sysbenchLog, start, a0, a1 int64) {
 		}
 	}
 	r.baseSecs = len(bt)
-	r.baseTPS, r.baseP99 = mean(bt), mean(bp)
+	r.baseTPS, r.baseP99, r.baseP99Med = mean(bt), mean(bp), median(bp)
 
 	first := int(math.Ceil(float64(a0-start)/1000 + 0.5))
 	last := int(math.Floor(float64(a1-start)/1000 + 0.5))
@@ -248,7 +251,7 @@ func (r *runResult) computeSysbench(sb *sysbenchLog, start, a0, a1 int64) {
 		}
 	}
 	r.durSecs = len(dt)
-	r.durTPS, r.durP99 = mean(dt), mean(dp)
+	r.durTPS, r.durP99, r.durP99Med = mean(dt), mean(dp), median(dp)
 }
 
 func reportCmd(args []string) error {
@@ -425,7 +428,8 @@ func render(dir string, runs []*runResult, notes string) string {
 	p("Wall time: start to exit of the tool's process (native: the `mariadb -e \"ALTER ...\"` client). ")
 	p("tps and p99 come from sysbench's per-second lines (`--report-interval=1 --percentile=99`): *before* is the mean over the baseline ")
 	p("window (after a %d s warm-up, up to the alter's start), *during* the mean over the seconds inside the alter's wall time ", warmupS)
-	p("(a second with no line because sysbench had died counts as 0 tps). p99 *during* is the mean of the per-second p99s; ")
+	p("(a second with no line because sysbench had died counts as 0 tps). p99 *during* is the mean of the per-second p99s (the targets' measure); ")
+	p("the *median* column gives the medians of the same seconds, which one write-back burst (a 50–200 ms second every ~31 s on this VM, the run before's included) does not move; ")
 	p("*worst s* is the worst one-second p99. Replica lag: heartbeat row written on the primary every 100 ms with `NOW(6)`, ")
 	p("read on the replica every 100 ms (lag = replica `NOW(6)` − replicated timestamp, so ~0.1 s is the floor), ")
 	p("max from the alter's start until the replica has applied everything (it includes the replica re-running a native ALTER); *before*: max over the 10 s before the alter. ")
@@ -477,8 +481,8 @@ func render(dir string, runs []*runResult, notes string) string {
 		}
 		rate := lr[0].rate
 		p("### %s load: sysbench `oltp_write_only --threads=8 --rate=%s`\n\n", load, f0(rate))
-		p("| tool | result | wall s | tps before | tps during (%% of rate) | p99 before ms | p99 during ms (× before) | worst s p99 ms | app errors during | server deadlocks / lock-wait timeouts / row-lock waits | replica lag before s | replica lag max s | lag > 1 s (s) | peak RSS MiB | replica = primary | others' CPU |\n")
-		p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n")
+		p("| tool | result | wall s | tps before | tps during (%% of rate) | p99 before ms | p99 during ms (× before) | p99 median before → during ms (×) | worst s p99 ms | app errors during | server deadlocks / lock-wait timeouts / row-lock waits | replica lag before s | replica lag max s | lag > 1 s (s) | peak RSS MiB | replica = primary | others' CPU |\n")
+		p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n")
 		for _, r := range lr {
 			rss := "–"
 			if isRecast(r.tool) || strings.HasPrefix(r.tool, "ptosc") {
@@ -492,13 +496,17 @@ func render(dir string, runs []*runResult, notes string) string {
 			if r.baseP99 > 0 && r.durP99 > 0 {
 				ratio = f1(r.durP99/r.baseP99) + "×"
 			}
-			p("| %s | %s | %s | %s | %s (%s) | %s | %s (%s) | %s | %s | %s / %s / %s | %s | %s | %s | %s | %s | %s |\n",
+			med := "–"
+			if r.baseP99Med > 0 && r.durP99Med > 0 {
+				med = fmt.Sprintf("%s → %s (%s×)", f1(r.baseP99Med), f1(r.durP99Med), f1(r.durP99Med/r.baseP99Med))
+			}
+			p("| %s | %s | %s | %s | %s (%s) | %s | %s (%s) | %s | %s | %s | %s / %s / %s | %s | %s | %s | %s | %s | %s |\n",
 				toolName(r.tool), result(r), f1(r.wall), f0(r.baseTPS), f0(r.durTPS), pct, f1(r.baseP99),
-				f1(r.durP99), ratio, f1(r.durP99Max), f0(r.durErrs), orDash(r.deadlocks), orDash(r.lockTimeouts), orDash(r.rowLockWaits), secs(r.lagBase), secs(r.lagMax), f1(r.lagOver1s), rss, orDash(r.consistent), orDash(r.cpuOther))
+				f1(r.durP99), ratio, med, f1(r.durP99Max), f0(r.durErrs), orDash(r.deadlocks), orDash(r.lockTimeouts), orDash(r.rowLockWaits), secs(r.lagBase), secs(r.lagMax), f1(r.lagOver1s), rss, orDash(r.consistent), orDash(r.cpuOther))
 		}
 		for _, t := range toolOrder {
 			if why := env.notRunReason(t); why != "" && !hasTool(lr, t) {
-				p("| %s | %s | – | – | – | – | – | – | – | – | – | – | – | – | – | – |\n", toolName(t), cell(why))
+				p("| %s | %s | – | – | – | – | – | – | – | – | – | – | – | – | – | – | – |\n", toolName(t), cell(why))
 			}
 		}
 		p("\n")
