@@ -66,7 +66,8 @@ VARIANT_NAMES=""
 QUIET_MAX=${BENCH_QUIET_MAX:-30}         # wait before a run until the machine is at most this % busy...
 QUIET_TIMEOUT=${BENCH_QUIET_TIMEOUT:-30} # ...but no longer than this (s); 0: do not wait
 DIRTY_MAX=${BENCH_DIRTY_MAX:-32}           # before a run under load, wait until the page cache holds at most this many MiB dirty or under write-back...
-DIRTY_TIMEOUT=${BENCH_DIRTY_TIMEOUT:-60}   # ...(and MariaDB's checkpoint age is below 5 % of its maximum), but no longer than this (s); 0: do not wait
+DIRTY_PAGES_MAX=${BENCH_DIRTY_PAGES_MAX:-1024} # ...and the buffer pools of the primary and the replica at most this many dirty pages (flushed meanwhile)...
+DIRTY_TIMEOUT=${BENCH_DIRTY_TIMEOUT:-60}   # ...but no longer than this (s); 0: do not wait
 NICE=${BENCH_NICE:-}     # nice value of the bench and everything it starts (default: -10 as root)
 MIN_FREE_GB=${BENCH_MIN_FREE_GB:-8}
 REPLICA_THREADS=${BENCH_REPLICA_THREADS:-0} # slave_parallel_threads (MySQL: replica_parallel_workers) on the replica (0: serial)
@@ -478,9 +479,7 @@ if ! grep -q '^table' "$OUT/setup.env"; then
 		echo "under load=sysbench starts ${BASELINE} s before the alter (first 5 s = warm-up, not in the baseline) and stops ${TAIL} s after it"
 		echo "idle runs=each tool $IDLE_REPEAT times, round-robin; the ratios use the medians"
 		if [ "$DIRTY_TIMEOUT" != 0 ]; then
-			ckpt=", and MariaDB's checkpoint age is below 5 % of its maximum"
-			[ "$IS_MYSQL" = 1 ] && ckpt=""
-			echo "before a run under load=it waits up to $DIRTY_TIMEOUT s until the page cache holds at most $DIRTY_MAX MiB dirty or under write-back$ckpt (the run before's binlogs otherwise come back as a write-back burst in the next baseline)"
+			echo "before a run under load=it waits up to $DIRTY_TIMEOUT s until the page cache holds at most $DIRTY_MAX MiB dirty or under write-back and the primary's and the replica's buffer pools at most $DIRTY_PAGES_MAX dirty pages, which they flush meanwhile (innodb_max_dirty_pages_pct 0, restored after): the run before's binlogs and pages otherwise come back as write-back bursts in the next baseline"
 		fi
 		echo "priority=the bench and everything it starts (sandbox servers, sysbench, the tools) run at nice $NICE (process and session autogroup: $(cat /proc/$$/autogroup 2>/dev/null || echo n/a)), I/O class best-effort 0; before each run it waits up to $QUIET_TIMEOUT s for the machine to be ≤ $QUIET_MAX % busy"
 		[ -n "$RECAST_FLAGS" ] && echo "extra recast flags=$RECAST_FLAGS"
@@ -566,28 +565,44 @@ wait_quiet() { # wait until the machine is quiet (other engineers' tests share i
 	QUIET_INFO="quiet_wait=busy ${busy}% before the run after waiting ${waited} s"
 }
 WRITEBACK_INFO=""
+bp_dirty() { # bp_dirty PORT: the server's dirty buffer pool pages (0 if it cannot tell)
+	q "$1" "SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_dirty'" 2>/dev/null | awk '{print $2 + 0; exit}' || echo 0
+}
 wait_writeback() { # wait until the run before's writes are on disk, up to DIRTY_TIMEOUT s
 	# The kernel writes a file's dirty pages back 30 s after they were first
 	# dirtied, all at once: the binlogs the run before wrote (sync_binlog=0,
 	# MariaDB's default) then come back as a 50-200 ms second of the next
 	# run's baseline (session 18: a 204 ms second in the lock-free copy's
 	# light baseline, 9.8 ms by the mean against 2.7-3.8 for its neighbours).
-	local t0 waited dirty age=ok
+	# And InnoDB flushes the run before's dirty pages for minutes (session 18,
+	# MariaDB 11.8: 200-790 ms seconds in baselines with the page cache clean
+	# and a 60 s wait for the checkpoint age): both servers flush them now,
+	# innodb_max_dirty_pages_pct at 0 while the bench waits, restored after.
+	local t0 waited dirty pages p saved
+	declare -A saved_pct=() saved_lwm=()
+	for p in "$PORT" "$RPORT"; do
+		saved=$(q "$p" "SELECT CONCAT(@@GLOBAL.innodb_max_dirty_pages_pct, ' ', @@GLOBAL.innodb_max_dirty_pages_pct_lwm)" 2>/dev/null) || continue
+		saved_pct[$p]=${saved% *}
+		saved_lwm[$p]=${saved#* }
+		q "$p" "SET GLOBAL innodb_max_dirty_pages_pct_lwm = 0, GLOBAL innodb_max_dirty_pages_pct = 0" >/dev/null 2>&1 || true
+	done
 	t0=$(date +%s)
 	while :; do
 		dirty=$(awk '$1 == "Dirty:" || $1 == "Writeback:" {kb += $2} END {print int(kb / 1024)}' /proc/meminfo)
-		if [ "$IS_MYSQL" = 0 ]; then
-			age=$(q "$PORT" "SELECT IF(SUM(IF(VARIABLE_NAME = 'INNODB_CHECKPOINT_AGE', VARIABLE_VALUE, 0)) < 0.05 * SUM(IF(VARIABLE_NAME = 'INNODB_CHECKPOINT_MAX_AGE', VARIABLE_VALUE, 0)), 'ok', 'high') FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN ('INNODB_CHECKPOINT_AGE', 'INNODB_CHECKPOINT_MAX_AGE')" 2>/dev/null) || age=ok
-		fi
+		pages=$(($(bp_dirty "$PORT") + $(bp_dirty "$RPORT")))
 		waited=$(($(date +%s) - t0))
-		[ "$dirty" -le "$DIRTY_MAX" ] && [ "$age" = ok ] && break
+		[ "$dirty" -le "$DIRTY_MAX" ] && [ "$pages" -le "$DIRTY_PAGES_MAX" ] && break
 		if [ "$waited" -ge "$DIRTY_TIMEOUT" ]; then
-			note "$1: still ${dirty} MiB dirty, checkpoint age ${age}, after ${waited} s; running anyway"
+			note "$1: still ${dirty} MiB dirty in the page cache and ${pages} dirty pages in the buffer pools after ${waited} s; running anyway"
 			break
 		fi
 		sleep 1
 	done
-	WRITEBACK_INFO="writeback_wait=${dirty} MiB dirty or under write-back, checkpoint age ${age}, after waiting ${waited} s"
+	for p in "${!saved_pct[@]}"; do
+		q "$p" "SET GLOBAL innodb_max_dirty_pages_pct = ${saved_pct[$p]}, GLOBAL innodb_max_dirty_pages_pct_lwm = ${saved_lwm[$p]}" >/dev/null ||
+			note "$1: could not restore innodb_max_dirty_pages_pct on port $p"
+	done
+	WRITEBACK_INFO="writeback_wait=${dirty} MiB dirty or under write-back, ${pages} dirty buffer pool pages (primary and replica), after waiting ${waited} s"
 }
 fix_leftovers() { # drop what an interrupted pt-osc or recast left behind
 	local t
