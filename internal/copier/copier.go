@@ -148,7 +148,9 @@ func New(db *sql.DB, cfg Config) (*Copier, error) {
 
 // Progress is a snapshot for progress reporting.
 type Progress struct {
-	Rows      int64 // rows inserted or found present (rows read by chunks)
+	// Rows: the rows the chunks covered, inserted or found already
+	// written by the applier (by the walk's count of each chunk's keys).
+	Rows      int64
 	Chunks    int64
 	ChunkSize int64
 	InFlight  int64 // chunks being copied now
@@ -169,6 +171,11 @@ func (c *Copier) Progress() Progress {
 type chunk struct {
 	seq    int
 	lo, hi []any
+	// rows: the keys in (lo, hi] when the walk found the chunk. Its
+	// INSERT IGNORE reports only the rows it inserted, not those the
+	// applier had written first (skipped as duplicates): progress counts
+	// the larger of the two, the rows the chunk covered.
+	rows int64
 }
 
 // Watermark returns the highest key such that every row at or below it has
@@ -246,11 +253,20 @@ func (c *Copier) Run(ctx context.Context) error {
 				return fmt.Errorf("copy: find the next chunk of %s: %w", src, err)
 			}
 			last := end == nil
+			rows := size
 			if last {
 				end = hi
+				// Fewer than size keys remain: count them (at most one
+				// chunk's worth, on the key's index).
+				var n int64
+				q := dbconn.Tag + "SELECT COUNT(*) FROM " + src + force + " WHERE " + where
+				if err := c.db.QueryRowContext(gctx, q, args...).Scan(&n); err != nil {
+					return fmt.Errorf("copy: count the last chunk of %s: %w", src, err)
+				}
+				rows = n
 			}
 			select {
-			case chunks <- chunk{seq, lo, end}:
+			case chunks <- chunk{seq, lo, end, rows}:
 			case <-gctx.Done():
 				return gctx.Err()
 			}
@@ -293,7 +309,7 @@ func (c *Copier) Run(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				c.copied.Add(n)
+				c.copied.Add(max(n, ch.rows))
 				c.chunks.Add(1)
 				c.finish(ch)
 				took := time.Since(start)
