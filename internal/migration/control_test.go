@@ -210,3 +210,13 @@ func TestTerminalBar(t *testing.T) {
 		t.Errorf("bar %q", bar)
 	}
 }
+
+// TestDutyText: the progress line's duty keeps a decimal below 10 %, where
+// the pacer's floor (0.4 %) would otherwise read 0 %.
+func TestDutyText(t *testing.T) {
+	for d, want := range map[float64]string{0.004: "0.4%", 0.02: "2.0%", 0.0999: "10%", 0.35: "35%", 1: "100%"} {
+		if got := dutyText(d); got != want {
+			t.Errorf("dutyText(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

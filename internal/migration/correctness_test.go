@@ -133,7 +133,7 @@ func runPaced(ctx context.Context, t *testing.T, o testOpts) (*Result, error) {
 	// A ratio the probe seldom reaches on the suite's busy server: the copy
 	// is paced (10 ms chunks, pauses between them: the interleaving this
 	// test is about) and still ends in time. At the default (1.5) the
-	// pacer held it near its 2 % floor here, and 16,000 rows under -race
+	// pacer held it near its floor (2 % then) here, and 16,000 rows under -race
 	// took over 5 minutes.
 	o.MaxLatencyRatio = 10
 	ctl := NewControl()

@@ -87,7 +87,7 @@ func Line(s status.Snapshot) string {
 	} else if s.Pace != nil && s.Phase == status.PhaseCopy && !s.Copy.Done && s.Pace.Measuring {
 		b.WriteString(" | paced: copy held ~1s to measure the probe's baseline")
 	} else if s.Pace != nil && s.Phase == status.PhaseCopy && !s.Copy.Done {
-		fmt.Fprintf(&b, " | paced: duty %.0f%% (probe %s, %s before; chunks %s)", 100*s.Pace.Duty,
+		fmt.Fprintf(&b, " | paced: duty %s (probe %s, %s before; chunks %s)", dutyText(s.Pace.Duty),
 			time.Duration(s.Pace.CurrentSeconds*float64(time.Second)).Round(10*time.Microsecond),
 			time.Duration(s.Pace.BaselineSeconds*float64(time.Second)).Round(10*time.Microsecond), s.Pace.ChunkTime)
 	}
@@ -161,4 +161,13 @@ func (t *Terminal) SetBar(bar string) {
 	}
 	_, _ = io.WriteString(t.w, "\r\x1b[K"+bar) // cosmetic: Write reports a broken terminal
 	t.bar = bar
+}
+
+// dutyText is a duty as the progress line shows it: a whole percentage,
+// with one decimal below 10 % (the pacer's floor is 0.4 %).
+func dutyText(d float64) string {
+	if p := 100 * d; p < 9.95 {
+		return fmt.Sprintf("%.1f%%", p)
+	}
+	return fmt.Sprintf("%.0f%%", 100*d)
 }

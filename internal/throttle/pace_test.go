@@ -16,22 +16,24 @@ import (
 func TestNextDuty(t *testing.T) {
 	base := 2 * time.Millisecond
 	for _, c := range []struct {
-		name    string
-		duty    float64
-		latency time.Duration
-		want    float64
+		name             string
+		duty             float64
+		latency, slowest time.Duration
+		want             float64
 	}{
-		{"above the limit: cut", 0.5, 5 * time.Millisecond, 0.3},
-		{"cut stops at the floor", 0.03, time.Second, minDuty},
-		{"well below: grow by 5 %", 0.5, 2 * time.Millisecond, 0.525},
-		{"well below, low duty: grow by 5 %", 0.02, 2 * time.Millisecond, 0.021},
-		{"well below, 0.2: grow by 5 %", 0.2, 2 * time.Millisecond, 0.21},
-		{"growth stops at 1", 0.97, 1 * time.Millisecond, 1},
-		{"between 75 % and 100 % of the limit: keep", 0.4, 3500 * time.Microsecond, 0.4},
-		{"exactly the limit: keep", 0.4, 4 * time.Millisecond, 0.4},
+		{"above the limit: cut", 0.5, 5 * time.Millisecond, 9 * time.Millisecond, 0.3},
+		{"cut stops at the floor", minDuty * 1.5, time.Second, time.Second, minDuty},
+		{"well below: grow by 5 %", 0.5, 2 * time.Millisecond, 3 * time.Millisecond, 0.525},
+		{"well below, low duty: grow by 5 %", 0.02, 2 * time.Millisecond, 2 * time.Millisecond, 0.021},
+		{"well below, 0.2: grow by 5 %", 0.2, 2 * time.Millisecond, 4 * time.Millisecond, 0.21},
+		{"well below, one probe above the limit: keep", 0.2, 2 * time.Millisecond, 4100 * time.Microsecond, 0.2},
+		{"well below, one probe far above the limit: keep", 0.2, time.Millisecond, time.Second, 0.2},
+		{"growth stops at 1", 0.97, 1 * time.Millisecond, 1 * time.Millisecond, 1},
+		{"between 75 % and 100 % of the limit: keep", 0.4, 3500 * time.Microsecond, 3500 * time.Microsecond, 0.4},
+		{"exactly the limit: keep", 0.4, 4 * time.Millisecond, 4 * time.Millisecond, 0.4},
 	} {
-		if got := nextDuty(c.duty, c.latency, base, 2); diff(got, c.want) > 1e-9 {
-			t.Errorf("%s: nextDuty(%v, %v, %v, 2) = %v, want %v", c.name, c.duty, c.latency, base, got, c.want)
+		if got := nextDuty(c.duty, c.latency, c.slowest, base, 2); diff(got, c.want) > 1e-9 {
+			t.Errorf("%s: nextDuty(%v, %v, %v, %v, 2) = %v, want %v", c.name, c.duty, c.latency, c.slowest, base, got, c.want)
 		}
 	}
 }
@@ -52,7 +54,7 @@ func TestPauseFor(t *testing.T) {
 		{100 * time.Millisecond, 1, 0},
 		{100 * time.Millisecond, 0.5, 100 * time.Millisecond},
 		{100 * time.Millisecond, 0.25, 300 * time.Millisecond},
-		{100 * time.Millisecond, 0.001, maxPause}, // floor minDuty: 4.9 s, capped
+		{100 * time.Millisecond, 0.001, maxPause}, // floor minDuty: 24.9 s, capped
 		{0, 0.1, 0},
 	} {
 		if got := pauseFor(c.took, c.duty); got != c.want {
@@ -112,12 +114,12 @@ func TestPacerFollowsLatency(t *testing.T) {
 	if d := p.Duty(); d != startDuty {
 		t.Fatalf("duty after Begin = %v, want %v", d, startDuty)
 	}
-	waitFor(t, "the duty to fall under slow probes", func() bool {
+	waitFor(t, "the duty to fall to its floor under slow probes", func() bool {
 		latency.Store(int64(10 * st.Baseline))
-		return p.Duty() <= startDuty/4
+		return p.Duty() == minDuty
 	})
-	if d := pauseFor(10*time.Millisecond, p.Duty()); d < 390*time.Millisecond {
-		t.Errorf("a 10 ms chunk at duty %v pauses %v, want ≥ 390 ms", p.Duty(), d)
+	if d := pauseFor(10*time.Millisecond, p.Duty()); d < 2*time.Second {
+		t.Errorf("a 10 ms chunk at duty %v pauses %v, want ≥ 2 s", p.Duty(), d)
 	}
 	latency.Store(int64(time.Millisecond))
 	// No chunk runs (the copy is held by something else): the fast probes
@@ -138,6 +140,38 @@ func TestPacerFollowsLatency(t *testing.T) {
 	<-done
 	if probes.Load() < baselineMin {
 		t.Errorf("%d probes", probes.Load())
+	}
+}
+
+// TestPacerGrowsBetweenLongPauses: near the floor a thread sleeps seconds
+// after each chunk (a 10 ms chunk at the floor: 2.5 s). Fast probes with no
+// chunk ended for over a second are then the duty's own pause, not a hold by
+// something else, and the duty grows; with no such pause given it does not.
+func TestPacerGrowsBetweenLongPauses(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		took time.Duration // the last chunk's time (its pause at the floor follows)
+		grow bool
+	}{
+		{"the floor's own pause", 10 * time.Millisecond, true},
+		{"no pause given: held by something else", 0, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t0 := time.Now()
+			p := NewPacer(PacerConfig{Ratio: 2, Probe: func(context.Context) error { return nil }})
+			p.began, p.duty, p.base, p.probes, p.decided, p.rebased = true, minDuty, time.Millisecond, 1, t0, t0
+			pause := p.pauseForAt(c.took, t0)
+			if c.took > 0 && pause < 2*time.Second {
+				t.Fatalf("a %v chunk at the floor pauses %v, want over 2 s", c.took, pause)
+			}
+			// Fast probes from 1.1 s after the chunk ended to 2 s: within its pause.
+			for at := 1100 * time.Millisecond; at <= 2*time.Second; at += 50 * time.Millisecond {
+				p.observe(100*time.Microsecond, t0.Add(at))
+			}
+			if grew := p.duty > minDuty; grew != c.grow {
+				t.Errorf("duty %v after fast probes (floor %v), grown %v, want %v", p.duty, minDuty, grew, c.grow)
+			}
+		})
 	}
 }
 
