@@ -566,7 +566,9 @@ wait_quiet() { # wait until the machine is quiet (other engineers' tests share i
 }
 WRITEBACK_INFO=""
 bp_dirty() { # bp_dirty PORT: the server's dirty buffer pool pages (0 if it cannot tell)
-	q "$1" "SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_dirty'" 2>/dev/null | awk '{print $2 + 0; exit}' || echo 0
+	# awk prints a number even when the query fails (no line): an empty
+	# answer would break the caller's arithmetic.
+	q "$1" "SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_dirty'" 2>/dev/null | awk 'NR == 1 {v = $2} END {print v + 0}'
 }
 wait_writeback() { # wait until the run before's writes are on disk, up to DIRTY_TIMEOUT s
 	# The kernel writes a file's dirty pages back 30 s after they were first
