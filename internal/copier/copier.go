@@ -95,6 +95,9 @@ type Copier struct {
 	rechecked atomic.Int64
 	chunk     atomic.Int64 // current chunk size
 	done      atomic.Bool
+	// end: the copy's upper bound fixed by FixEnd (nil: read by Run).
+	end      []any
+	endFixed bool
 
 	// Settings that may change while running (SetThreads, SetChunkTime,
 	// SetChunkBounds); cfg holds the initial values.
@@ -209,10 +212,11 @@ func (c *Copier) Run(ctx context.Context) error {
 	src := c.cfg.Source.QuotedName()
 	force := " FORCE INDEX (" + table.QuoteIdent(c.cfg.KeyIndex) + ")"
 	order := strings.Join(quoteAll(k), ", ")
-	// Highest key now: the copy's upper bound.
-	hi, err := c.scanKey(ctx, dbconn.Tag+"SELECT "+order+" FROM "+src+force+" ORDER BY "+desc(k)+" LIMIT 1")
-	if err != nil {
-		return fmt.Errorf("copy: read the highest key of %s: %w", src, err)
+	hi, err := c.end, error(nil)
+	if !c.endFixed {
+		if hi, err = c.highestKey(ctx); err != nil {
+			return err
+		}
 	}
 	if hi == nil {
 		c.done.Store(true)
@@ -624,6 +628,31 @@ func (c *Copier) selectList() string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// highestKey reads the source's highest key now: the copy's upper bound
+// (every row above it is the applier's alone). nil: the table is empty.
+func (c *Copier) highestKey(ctx context.Context) ([]any, error) {
+	src := c.cfg.Source.QuotedName()
+	hi, err := c.scanKey(ctx, dbconn.Tag+"SELECT "+strings.Join(quoteAll(c.cfg.KeyColumns), ", ")+" FROM "+src+
+		" FORCE INDEX ("+table.QuoteIdent(c.cfg.KeyIndex)+") ORDER BY "+desc(c.cfg.KeyColumns)+" LIMIT 1")
+	if err != nil {
+		return nil, fmt.Errorf("copy: read the highest key of %s: %w", src, err)
+	}
+	return hi, nil
+}
+
+// FixEnd reads the copy's upper bound now (the source's highest key; nil
+// for an empty table) instead of when Run starts, and returns it. The
+// stream must already be at its start position: a row inserted above the
+// bound after this is in the stream. Call it before Run.
+func (c *Copier) FixEnd(ctx context.Context) ([]any, error) {
+	hi, err := c.highestKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.end, c.endFixed = hi, true
+	return hi, nil
 }
 
 func (c *Copier) scanKey(ctx context.Context, q string, args ...any) ([]any, error) {

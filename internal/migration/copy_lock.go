@@ -103,6 +103,6 @@ func (c *Control) copyLockStatus(s *status.Snapshot) {
 	if cl.def != nil {
 		st := cl.def.Stats()
 		s.Copy.Deferral = &status.Deferral{HeldNow: st.HeldNow, MaxHeld: st.MaxHeld, RangesOpen: st.Open,
-			Held: st.Held, Released: st.Released, Ranges: st.Ranges}
+			Held: st.Held, Released: st.Released, Ranges: st.Ranges, Skipped: st.Skipped}
 	}
 }

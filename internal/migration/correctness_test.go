@@ -98,8 +98,8 @@ func runRandomized(t *testing.T, seed int64, c alterCase, applyThreads, copyThre
 	}
 	time.Sleep(300 * time.Millisecond) // and after the cut-over
 	st := load.Stop()
-	t.Logf("alter %q: %d rows copied, %d changes applied (%d rows written), cut-over %d attempt(s) locked %s; load %s",
-		c.alter, res.CopiedRows, res.Applied, res.AppliedRows, res.CutOver.Attempts, res.CutOver.LockedFor, st)
+	t.Logf("alter %q: %d rows copied, %d changes applied (%d rows written), %d left to the copy, cut-over %d attempt(s) locked %s; load %s",
+		c.alter, res.CopiedRows, res.Applied, res.AppliedRows, res.Skipped, res.CutOver.Attempts, res.CutOver.LockedFor, st)
 	if st.Committed == 0 || res.Applied == 0 {
 		t.Fatalf("no concurrent writes were exercised: %d committed, %d applied", st.Committed, res.Applied)
 	}

@@ -63,6 +63,7 @@ type Result struct {
 	CopiedRows  int64
 	Applied     int64 // row changes received from the binlog
 	AppliedRows int64 // rows written by the applier after coalescing
+	Skipped     int64 // row changes left to the copy: their rows were not copied yet (docs/copy.md)
 	CutOver     CutOverReport
 	Checksum    checksum.Result
 	Duration    time.Duration

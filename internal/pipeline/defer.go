@@ -49,6 +49,12 @@ type Deferrer struct {
 	active []*span         // mark read, not closed
 	held   []heldEvent
 	stats  DeferStats
+
+	// SkipUncopied: changes to keys above every range whose mark the pump
+	// has read, and at or below end, are dropped (nil end: none are).
+	end      []any
+	frontier []any           // the highest bound of a range whose mark was read; nil: none yet
+	early    map[int64][]any // ranges closed before their mark was read: their upper bounds
 }
 
 // DeferStats counts what the Deferrer did.
@@ -59,6 +65,7 @@ type DeferStats struct {
 	Ranges   int64 // ranges whose mark the pump read while the range was open
 	HeldNow  int   // events held now
 	Open     int   // ranges open now (registered, not closed)
+	Skipped  int64 // row changes dropped: no chunk had read their key yet (SkipUncopied)
 }
 
 type span struct {
@@ -149,6 +156,135 @@ func (d *Deferrer) Open(lo, hi []any) int64 {
 	return id
 }
 
+// SkipUncopied makes the Deferrer drop the changes to keys that no chunk
+// has read yet: a change whose key is above the upper bound of every range
+// whose mark the pump has read, and at or below end, the copy's upper
+// bound (inclusive; the copy walks the key up to it, and every key above
+// it is the applier's alone). It must be called before the pump hands the
+// Deferrer its first event, on a fresh copy only (not a resumed one: the
+// new table may hold rows above the saved watermark that an earlier run's
+// applier wrote, and a dropped change could leave one of them stale), and
+// only with Exact keys (it does nothing otherwise), and only when the new
+// table has no unique key but the identifying one: a write under another
+// unique key may remove a row the copy wrote ahead of the applier, which
+// only that row's own later change puts back, and that change could be one
+// dropped here.
+//
+// Why it is correct (docs/copy.md): the chunk that will cover such a key
+// writes its low watermark after the change in the binlog, so its snapshot
+// sees the change. For any key, the changes dropped are a prefix of its
+// changes, all before that chunk's mark: the same as a stream that started
+// later, which the copy's argument already covers; from the moment a
+// change to the key is applied, every later one is (the bound only grows,
+// and skipping, once off, stays off). The new table therefore never holds
+// a row the applier wrote above the bound. What it saves: the applier's
+// writes for the part of the table not yet copied (on average half of the
+// application's changes during a copy), and the replicas' replay of them.
+func (d *Deferrer) SkipUncopied(end []any) {
+	if end == nil || !d.Exact() {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.end = d.bound(end)
+	d.early = map[int64][]any{}
+}
+
+// advance raises the skip's bound to hi, the upper bound of a range whose
+// mark was read (nil: unbounded, which ends the skipping). d.mu is held.
+func (d *Deferrer) advance(hi []any) {
+	if d.end == nil {
+		return
+	}
+	if hi == nil {
+		d.end = nil
+		return
+	}
+	if d.frontier == nil {
+		d.frontier = hi
+		return
+	}
+	c, ok := d.compareBounds(hi, d.frontier)
+	if !ok {
+		d.end = nil // not comparable here: stop skipping (applying is always safe)
+		return
+	}
+	if c > 0 {
+		d.frontier = hi
+	}
+}
+
+// uncopied reports whether image's key is certainly above the skip's
+// bound and at or below end. A key it cannot compare ends the skipping.
+func (d *Deferrer) uncopied(image []any) bool {
+	if d.end == nil || image == nil {
+		return false
+	}
+	c, ok := d.compare(image, d.end)
+	if ok && c > 0 {
+		return false // above the copy's range: only the applier writes it
+	}
+	if ok && d.frontier != nil {
+		c, ok = d.compare(image, d.frontier)
+		if ok && c <= 0 {
+			return false
+		}
+	}
+	if !ok {
+		d.end = nil
+		return false
+	}
+	return true
+}
+
+// skipUncopied drops from ev the row changes (or the halves of key-changing
+// updates) to keys no chunk has read yet; the event itself, with its
+// position and transaction boundary, goes on. d.mu is held.
+func (d *Deferrer) skipUncopied(ev binlog.Event) binlog.Event {
+	if d.end == nil || len(ev.Rows) == 0 {
+		return ev
+	}
+	var rows []binlog.RowChange
+	for i, rc := range ev.Rows {
+		keep := rc
+		switch rc.Kind {
+		case binlog.Insert:
+			if d.uncopied(rc.After) {
+				keep.Kind = 0
+			}
+		case binlog.Delete:
+			if d.uncopied(rc.Before) {
+				keep.Kind = 0
+			}
+		case binlog.Update:
+			b, a := d.uncopied(rc.Before), d.uncopied(rc.After)
+			switch {
+			case b && a:
+				keep.Kind = 0
+			case b: // the old key was never written: only the new one is
+				keep = binlog.RowChange{Kind: binlog.Insert, After: rc.After}
+			case a: // the new key is not copied yet: only the old one goes
+				keep = binlog.RowChange{Kind: binlog.Delete, Before: rc.Before}
+			}
+		}
+		if keep.Kind == rc.Kind && rows == nil {
+			continue // unchanged so far: share ev.Rows until something differs
+		}
+		if rows == nil {
+			rows = append(make([]binlog.RowChange, 0, len(ev.Rows)), ev.Rows[:i]...)
+		}
+		if keep.Kind == 0 {
+			d.stats.Skipped++
+			continue
+		}
+		rows = append(rows, keep)
+	}
+	if rows != nil {
+		ev.Rows = rows
+	}
+	return ev
+}
+
 // Close ends the range of mark id: the chunk's statement is over (committed
 // or rolled back, and no longer running on the server). Changes held for it
 // alone are handed on to the applier.
@@ -159,6 +295,9 @@ func (d *Deferrer) Close(id int64) {
 		// The mark was not read yet: changes after it are applied after now.
 		delete(d.spans, id)
 		s.closed = true
+		if d.early != nil {
+			d.early[id] = s.hi // the skip's bound still moves at the mark
+		}
 		return
 	}
 	for i, s := range d.active {
@@ -181,10 +320,15 @@ func (d *Deferrer) Take(ev binlog.Event) {
 				delete(d.spans, m)
 				d.active = append(d.active, s)
 				d.stats.Ranges++
+				d.advance(s.hi)
+			} else if hi, ok := d.early[m]; ok {
+				delete(d.early, m)
+				d.advance(hi)
 			}
 		}
 		return
 	}
+	ev = d.skipUncopied(ev)
 	var waits []*span
 	if len(ev.Rows) > 0 {
 		waits = d.touching(ev.Rows)
@@ -277,6 +421,26 @@ func (d *Deferrer) compare(image []any, bound []any) (int, bool) {
 			return 0, false
 		}
 		c, ok := compareValue(d.kinds[j], image[ord], bound[j])
+		if !ok {
+			return 0, false
+		}
+		if c != 0 {
+			return c, true
+		}
+	}
+	return 0, true
+}
+
+// compareBounds compares two converted bounds in key order.
+func (d *Deferrer) compareBounds(a, b []any) (int, bool) {
+	for j := range d.kinds {
+		if j >= len(a) || j >= len(b) {
+			return 0, false
+		}
+		if _, ok := a[j].(unknownBound); ok {
+			return 0, false
+		}
+		c, ok := compareValue(d.kinds[j], a[j], b[j])
 		if !ok {
 			return 0, false
 		}

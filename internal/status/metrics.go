@@ -61,6 +61,7 @@ var (
 	dDeferMaxHeld  = desc("deferral_max_held_events", "Most binlog events held at once (lock-free copy).")
 	dDeferOpen     = desc("deferral_ranges_open", "Chunk ranges registered and not closed (lock-free copy).")
 	dDeferTotal    = desc("deferral_held_events_total", "Binlog events held so far (lock-free copy).")
+	dDeferSkipped  = desc("deferral_skipped_changes_total", "Row changes left to the copy: no chunk had read their row yet (lock-free copy).")
 )
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
@@ -135,6 +136,7 @@ func (k collector) Collect(ch chan<- prometheus.Metric) {
 		g(dDeferMaxHeld, float64(d.MaxHeld))
 		g(dDeferOpen, float64(d.RangesOpen))
 		cnt(dDeferTotal, float64(d.Held))
+		cnt(dDeferSkipped, float64(d.Skipped))
 	}
 }
 

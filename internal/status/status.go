@@ -96,6 +96,7 @@ type Deferral struct {
 	Held       int64 `json:"held_total"`      // events held so far
 	Released   int64 `json:"released_total"`  // held events handed to the applier
 	Ranges     int64 `json:"ranges_total"`    // ranges whose watermark the stream read while open
+	Skipped    int64 `json:"skipped_total"`   // row changes left to the copy: no chunk had read their row yet
 }
 
 // Apply is the binlog applier against the incoming changes.
@@ -225,7 +226,7 @@ func (s Snapshot) Text() string {
 	if c.Lock != "" {
 		fmt.Fprintf(&b, "copy lock: %s (%s)", c.Lock, c.LockReason)
 		if d := c.Deferral; d != nil {
-			fmt.Fprintf(&b, "; %d event(s) held (max %d), %d range(s) open", d.HeldNow, d.MaxHeld, d.RangesOpen)
+			fmt.Fprintf(&b, "; %d event(s) held (max %d), %d range(s) open, %d change(s) left to the copy", d.HeldNow, d.MaxHeld, d.RangesOpen, d.Skipped)
 		}
 		b.WriteString("\n")
 	}

@@ -310,7 +310,7 @@ type lockFake struct{ *fake }
 func (f lockFake) Status() Snapshot {
 	s := f.fake.Status()
 	s.Copy.Lock, s.Copy.LockReason = "lock-free", "the server makes commits visible in binlog order"
-	s.Copy.Deferral = &Deferral{HeldNow: 3, MaxHeld: 17, RangesOpen: 2, Held: 40, Released: 37, Ranges: 9}
+	s.Copy.Deferral = &Deferral{HeldNow: 3, MaxHeld: 17, RangesOpen: 2, Held: 40, Released: 37, Ranges: 9, Skipped: 12}
 	return s
 }
 
@@ -339,7 +339,7 @@ func TestCopyLockStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := got.Copy.Deferral
-	if got.Copy.Lock != "lock-free" || got.Copy.Reason == "" || d["held_events"] != 3 || d["max_held_events"] != 17 || d["ranges_open"] != 2 || d["held_total"] != 40 {
+	if got.Copy.Lock != "lock-free" || got.Copy.Reason == "" || d["held_events"] != 3 || d["max_held_events"] != 17 || d["ranges_open"] != 2 || d["held_total"] != 40 || d["skipped_total"] != 12 {
 		t.Errorf("status JSON: %+v\n%s", got.Copy, body)
 	}
 	code, body = get(t, "http://"+s.Addr()+"/metrics")
@@ -347,7 +347,7 @@ func TestCopyLockStatus(t *testing.T) {
 		t.Fatalf("GET /metrics: %d", code)
 	}
 	for _, want := range []string{`recast_copy_lock_mode{mode="lock-free",reason="the server makes commits visible in binlog order"} 1`,
-		"recast_deferral_held_events 3", "recast_deferral_max_held_events 17", "recast_deferral_ranges_open 2", "recast_deferral_held_events_total 40"} {
+		"recast_deferral_held_events 3", "recast_deferral_max_held_events 17", "recast_deferral_ranges_open 2", "recast_deferral_held_events_total 40", "recast_deferral_skipped_changes_total 12"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
 		}
