@@ -18,6 +18,13 @@
 #   held-again  the same again (repeat)
 #   held-nopace the same with --max-latency-ratio 0: no latency probe (the
 #            pacer's one-row write every 50 ms), so its share shows
+# With --synced, two more phases end the run:
+#   synced   recast migrate … --postpone-cut-over-flag-file, the copy
+#            unpaced (--max-latency-ratio 0): measured from 30 s after the
+#            copy and checksum are done (the cut-over postponed), so that it
+#            shows the applier writing into a full new table, with its
+#            secondary index, rather than the empty one of the held phases
+#   base-again  nothing, after recast stopped: the drift of the run
 # and prints per phase the mean and median of sysbench's per-second p99
 # (the first 5 s of each phase left out), the server's commits and InnoDB
 # fsyncs per second, and the CPU (share of one core, from /proc/PID/stat)
@@ -31,7 +38,7 @@ export PATH="/usr/local/go/bin:$PATH:/usr/sbin"
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 
-FLAVOR=mariadb-10.11 ROWS=1000000 RATE=410 HOLD=30 KEEP=0 COMPARE=
+FLAVOR=mariadb-10.11 ROWS=1000000 RATE=410 HOLD=30 KEEP=0 COMPARE= SYNCED=0
 PORT=${BENCH_PORT:-14406}
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -41,6 +48,7 @@ while [ $# -gt 0 ]; do
 	--hold) HOLD=$2; shift 2 ;;
 	--compare) COMPARE=$(realpath "$2"); shift 2 ;;
 	--keep-sandbox) KEEP=1; shift ;;
+	--synced) SYNCED=1; shift ;;
 	*) echo "floor: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -104,6 +112,31 @@ for phase in "${PHASE_LIST[@]}"; do
 	"$RECAST" cleanup --host 127.0.0.1 --port "$PORT" --user recast --password recast --database sbtest --table sbtest1 >>"$OUT/cleanup.log" 2>&1
 	sleep 10
 done
+if [ "$SYNCED" = 1 ]; then
+	PFLAG=$OUT/postpone.flag
+	touch "$PFLAG"
+	"$RECAST" migrate --host 127.0.0.1 --port "$PORT" --user recast --password recast --database sbtest --table sbtest1 \
+		--alter FORCE --execute --progress-interval 1s --max-latency-ratio 0 --postpone-cut-over-flag-file "$PFLAG" >"$OUT/synced.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 1 1800); do
+		grep -q "cut-over postponed" "$OUT/synced.log" && break
+		kill -0 "$pid" 2>/dev/null || { echo "floor: recast ended before the cut-over was postponed" >&2; exit 1; }
+		sleep 1
+	done
+	grep -q "cut-over postponed" "$OUT/synced.log" || { echo "floor: the cut-over was never postponed" >&2; exit 1; }
+	sleep 30
+	t0=$(ticks "$pid")
+	mark start synced
+	sleep "$HOLD"
+	RECAST_TICKS=$(($(ticks "$pid") - t0)) mark stop synced
+	kill -INT "$pid"
+	wait "$pid" || true
+	"$RECAST" cleanup --host 127.0.0.1 --port "$PORT" --user recast --password recast --database sbtest --table sbtest1 >>"$OUT/cleanup.log" 2>&1
+	sleep 10
+	mark start base-again
+	sleep "$HOLD"
+	mark stop base-again
+fi
 kill "$SBPID"
 wait "$SBPID" 2>/dev/null || true
 
@@ -133,7 +166,7 @@ for i in range(0, len(ph), 2):
         return f"{(v1 - v0) / (t1 - t0):.0f}"
     (t0, p0, r0, _), (t1, p1, r1, x1) = cpu[i], cpu[i + 1]
     share = lambda d: f"{d / 100 / (t1 - t0) * 100:.0f} %"
-    rc = share(x1) if name.startswith("held") else "–"
+    rc = share(x1) if name.startswith(("held", "synced")) else "–"
     print(f"| {name} | {mean:.2f} | {st.median(v):.2f} | {mean / base:.2f} | {rate_of('Binlog_commits') if 'Binlog_commits' in c else rate_of('Com_commit')} | {rate_of('Innodb_data_fsyncs')} | {share(p1 - p0)} | {share(r1 - r0)} | {rc} |")
 EOF
 say "written $OUT/floor.md"
