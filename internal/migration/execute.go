@@ -364,6 +364,11 @@ func (r *copyRun) copyRows() error {
 		if err := r.save(r.runCtx); err != nil && r.runCtx.Err() == nil {
 			m.rt.Logger.Warn("checkpoint failed; will retry", "err", err)
 		}
+		args := []any{"rows", r.cp.Progress().Rows}
+		if r.def != nil {
+			args = append(args, "changes_left_to_the_copy", r.def.Stats().Skipped)
+		}
+		m.rt.Logger.Info("copy done", args...)
 	}
 	r.res.CopiedRows = r.cp.Progress().Rows
 	if err := m.hooks.run(r.runCtx, hooks.RowCopyComplete); err != nil {
