@@ -69,6 +69,20 @@ func TestControlStatusETA(t *testing.T) {
 			t.Errorf("backlog %q, want %q; progress line %q lacks %q", s.Apply.Backlog, c.backlog, line, c.lineHas)
 		}
 	}
+	// Changes left to the copy (pipeline.Deferrer.SkipUncopied) are not in
+	// the incoming rate: the line and the status give their own rate.
+	left := series(6, 1000, 0, 0, 0, 0)
+	for i := range left {
+		left[i].Received, left[i].Skipped = int64(i)*40, int64(i)*300
+	}
+	if s := etaControl(t, status.PhaseCopy, 100_000, left).Status(); s.Apply.SkippedPerSecond < 299 || s.Apply.SkippedPerSecond > 301 ||
+		s.Apply.IncomingPerSecond < 39 || s.Apply.IncomingPerSecond > 41 || !strings.Contains(Line(s), "), 300 ev/s left to the copy |") ||
+		!strings.Contains(s.Text(), "; 300 events/s left to the copy") {
+		t.Errorf("changes left to the copy: %+v\n%s\n%s", s.Apply, Line(s), s.Text())
+	}
+	if s := etaControl(t, status.PhaseCopy, 100_000, series(6, 1000, 0, 0, 0, 0)).Status(); strings.Contains(Line(s), "left to the copy") || strings.Contains(s.Text(), "left to the copy") {
+		t.Errorf("nothing left to the copy, yet a rate: %s\n%s", Line(s), s.Text())
+	}
 	// The copy paused: no number, the reason instead.
 	ctl := etaControl(t, status.PhaseCopy, 100_000, series(6, 1000, 0, 0, 0, 0))
 	ctl.paused = true

@@ -32,7 +32,7 @@ func (c *Control) runMeter(ctx context.Context, db *sql.DB) {
 // read takes one reading.
 func (c *Control) read(ctx context.Context, db *sql.DB) {
 	c.mu.Lock()
-	cp, ap, p, phase, before := c.cp, c.ap, c.pump, c.phase, c.copiedBefore
+	cp, ap, p, phase, before, def := c.cp, c.ap, c.pump, c.phase, c.copiedBefore, c.copyLock.def
 	c.mu.Unlock()
 	if cp == nil {
 		return
@@ -40,6 +40,9 @@ func (c *Control) read(ctx context.Context, db *sql.DB) {
 	r := status.Reading{At: time.Now(), Rows: before + cp.Progress().Rows, Phase: phase, EndBytes: -1, AppliedBytes: -1}
 	st := ap.Stats()
 	r.Received, r.Written, r.Applied = st.Changes, st.Rows, p.AppliedChanges()
+	if def != nil {
+		r.Skipped = def.Stats().Skipped
+	}
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	if logs, err := binaryLogs(qctx, db); err == nil {
 		r.EndBytes = logs.end()
@@ -191,7 +194,7 @@ func (c *Control) copyStatus(s *status.Snapshot, r status.Rates) {
 	}
 	st := c.ap.Stats()
 	applied := c.pump.AppliedChanges()
-	s.Apply = status.Apply{IncomingPerSecond: r.Incoming, AppliedPerSecond: r.Applied,
+	s.Apply = status.Apply{IncomingPerSecond: r.Incoming, AppliedPerSecond: r.Applied, SkippedPerSecond: r.Skipped,
 		EventsReceived: st.Changes, EventsApplied: applied, RowsWritten: st.Rows,
 		BacklogEvents: max(st.Changes-applied, 0), BacklogBytes: -1, AppliedPosition: c.ap.Applied().String(),
 		BinlogBytesPerSecond: max(r.BinlogIn, 0), BinlogAppliedBytesPerSecond: max(r.BinlogApplied, 0)}

@@ -68,6 +68,10 @@ func Line(s status.Snapshot) string {
 	}
 	fmt.Fprintf(&b, " | apply %.0f ev/s vs in %.0f ev/s, backlog %d ev (%s, %s)",
 		a.AppliedPerSecond, a.IncomingPerSecond, a.BacklogEvents, status.Bytes(a.BacklogBytes), a.Backlog)
+	if a.SkippedPerSecond >= 0.5 {
+		// Not in the incoming rate: changes to rows no chunk has read yet.
+		fmt.Fprintf(&b, ", %.0f ev/s left to the copy", a.SkippedPerSecond)
+	}
 	if len(s.Replicas) > 0 {
 		var lags []string
 		for _, r := range s.Replicas {

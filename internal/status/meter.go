@@ -12,6 +12,7 @@ type Reading struct {
 	At                time.Time
 	Rows              int64 // rows copied (a resumed run's predecessors included)
 	Received, Applied int64 // binlog row changes received and applied
+	Skipped           int64 // binlog row changes left to the copy (never received)
 	Written           int64 // rows the applier wrote
 	EndBytes          int64 // absolute binlog offset of the end (-1 unknown)
 	AppliedBytes      int64 // absolute binlog offset applied (-1 unknown)
@@ -57,6 +58,7 @@ func (m *Meter) Last() (r Reading, ok bool) {
 // Rates are per-second rates over the last RateWindow of readings.
 type Rates struct {
 	Copy, Incoming, Applied float64 // rows, row changes
+	Skipped                 float64 // row changes left to the copy
 	BinlogIn, BinlogApplied float64 // bytes (-1 unknown)
 }
 
@@ -84,6 +86,7 @@ func (m *Meter) Rates() Rates {
 	r.Copy = float64(last.Rows-first.Rows) / dt
 	r.Incoming = float64(last.Received-first.Received) / dt
 	r.Applied = float64(last.Applied-first.Applied) / dt
+	r.Skipped = float64(last.Skipped-first.Skipped) / dt
 	if first.EndBytes >= 0 && last.EndBytes >= 0 && first.AppliedBytes >= 0 && last.AppliedBytes >= 0 {
 		r.BinlogIn = float64(last.EndBytes-first.EndBytes) / dt
 		r.BinlogApplied = float64(last.AppliedBytes-first.AppliedBytes) / dt

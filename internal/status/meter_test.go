@@ -130,11 +130,11 @@ func TestMeterRatesAndHistory(t *testing.T) {
 		t.Errorf("rates of no readings: %+v", r)
 	}
 	for _, r := range series(10, 1000, 0, 2048, 0, 1024) {
-		r.Received, r.Applied = r.Rows*2, r.Rows
+		r.Received, r.Applied, r.Skipped = r.Rows*2, r.Rows, r.Rows*3
 		m.Add(r)
 	}
 	r := m.Rates()
-	if r.Copy < 999 || r.Copy > 1001 || r.Incoming < 1999 || r.Incoming > 2001 || r.BinlogIn < 2047 || r.BinlogIn > 2049 || r.BinlogApplied < 1023 || r.BinlogApplied > 1025 {
+	if r.Copy < 999 || r.Copy > 1001 || r.Incoming < 1999 || r.Incoming > 2001 || r.Skipped < 2999 || r.Skipped > 3001 || r.BinlogIn < 2047 || r.BinlogIn > 2049 || r.BinlogApplied < 1023 || r.BinlogApplied > 1025 {
 		t.Errorf("rates: %+v", r)
 	}
 	h := m.History(func(rows int64, _ string) float64 { return float64(rows) / 100 })

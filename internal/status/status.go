@@ -101,8 +101,12 @@ type Deferral struct {
 
 // Apply is the binlog applier against the incoming changes.
 type Apply struct {
-	IncomingPerSecond float64 `json:"incoming_events_per_second"` // row changes of the table read from the binlog
-	AppliedPerSecond  float64 `json:"applied_events_per_second"`  // row changes applied to the ghost
+	// IncomingPerSecond counts the row changes of the table handed to the
+	// applier: those read from the binlog, less the ones left to the copy
+	// (SkippedPerSecond; docs/copy.md).
+	IncomingPerSecond float64 `json:"incoming_events_per_second"`
+	SkippedPerSecond  float64 `json:"left_to_copy_events_per_second"` // row changes to rows no chunk had read yet, dropped
+	AppliedPerSecond  float64 `json:"applied_events_per_second"`      // row changes applied to the ghost
 	EventsReceived    int64   `json:"events_received"`
 	EventsApplied     int64   `json:"events_applied"`
 	RowsWritten       int64   `json:"rows_written"` // after coalescing
@@ -231,8 +235,12 @@ func (s Snapshot) Text() string {
 		b.WriteString("\n")
 	}
 	a := s.Apply
-	fmt.Fprintf(&b, "apply:     %.0f events/s vs incoming %.0f events/s; backlog %d events, %s (%s)\n",
+	fmt.Fprintf(&b, "apply:     %.0f events/s vs incoming %.0f events/s; backlog %d events, %s (%s)",
 		a.AppliedPerSecond, a.IncomingPerSecond, a.BacklogEvents, Bytes(a.BacklogBytes), a.Backlog)
+	if a.SkippedPerSecond >= 0.5 {
+		fmt.Fprintf(&b, "; %.0f events/s left to the copy", a.SkippedPerSecond)
+	}
+	b.WriteString("\n")
 	for _, r := range s.Replicas {
 		if r.LagSeconds == nil {
 			fmt.Fprintf(&b, "replica:   %s lag unreadable: %s\n", r.Name, r.Error)

@@ -30,6 +30,35 @@ func TestParseCopyLock(t *testing.T) {
 	}
 }
 
+// TestParseLeftToCopy: the rate of changes left to the copy on each
+// progress line (0 when a line names none) and the total of the "copy
+// done" line; a log without that line has no total (-1).
+func TestParseLeftToCopy(t *testing.T) {
+	logs := []string{
+		"recast: 1s [copy] copy 1.0% (10/~1000 rows, chunk 10), 10 rows/s | apply 5 ev/s vs in 5 ev/s, backlog 0 ev (0 B, caught up), 1200 ev/s left to the copy | paced: duty 1.0% | ETA 1m",
+		"recast: 2s [copy] copy 2.0% (20/~1000 rows, chunk 10), 10 rows/s | apply 0 ev/s vs in 0 ev/s, backlog 0 ev (0 B, caught up), 600 ev/s left to the copy | throttled: replica lag 2s | ETA unknown",
+		`time=2026-11-27T00:00:00Z level=INFO msg="copy done" rows=1000 changes_left_to_the_copy=1800`,
+		"recast: 3s [catch-up] copy done (1000 rows) | apply 900 ev/s vs in 900 ev/s, backlog 0 ev (0 B, caught up) | ETA 1s",
+	}
+	path := filepath.Join(t.TempDir(), "tool.log")
+	if err := os.WriteFile(path, []byte(strings.Join(logs, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := parseRecast(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(rc.leftRates); got != "[1200 600 0]" || rc.leftTotal != 1800 || fmt.Sprint(rc.inRates) != "[5 0 900]" || rc.throttledLines != 1 {
+		t.Errorf("left rates %s, total %d, in %v, throttled lines %d", got, rc.leftTotal, rc.inRates, rc.throttledLines)
+	}
+	if err := os.WriteFile(path, []byte(logs[3]+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rc, err = parseRecast(path); err != nil || rc.leftTotal != -1 {
+		t.Errorf("no copy done line: total %d (%v), want -1", rc.leftTotal, err)
+	}
+}
+
 func TestRenderLockModes(t *testing.T) {
 	run := func(load, tool string, wall, base, dur, errs float64, dl, lt, lock string) *runResult {
 		return &runResult{load: load, tool: tool, ok: true, wall: wall, baseP99: base, durP99: dur, durErrs: errs, durSecs: 10,

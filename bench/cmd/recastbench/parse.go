@@ -187,6 +187,8 @@ type recastLog struct {
 	lines             int
 	copyRates         []float64 // rows/s while copying
 	inRates, outRates []float64 // incoming and applied (or written) per second
+	leftRates         []float64 // changes left to the copy per second (0 when the line names none)
+	leftTotal         int64     // the "copy done" line's changes_left_to_the_copy; -1: not logged
 	outIsRows         bool      // old format: "written rows/s" (after coalescing)
 	backlogMax        int64     // events (old format: pending)
 	backlogBytesMax   int64     // -1: a whole binlog file or more (old format)
@@ -213,6 +215,8 @@ var (
 	rcOldRE  = regexp.MustCompile(`^recast: (\S+) (copy done|copy [\d.]+%).* \| copy (\d+) rows/s \| binlog in (\d+) changes/s, written (\d+) rows/s, pending (\d+), behind (.*?) \|`)
 	rcNewRE  = regexp.MustCompile(`^recast: (\S+) \[([^\]]+)\] (copy done \(\d+ rows\)|copy [\d.]+% \(\d+/~\d+ rows, chunk \d+\), (\d+) rows/s) \| apply (\d+) ev/s vs in (\d+) ev/s, backlog (\d+) ev \(([^,]*), ([^)]*)\)(.*)$`)
 	rcThrRE  = regexp.MustCompile(`\| throttled: (.*?)(?: \| ETA|$)`)
+	rcLeftRE = regexp.MustCompile(`^, (\d+) ev/s left to the copy`)
+	rcLeftN  = regexp.MustCompile(`\bchanges_left_to_the_copy=(\d+)`)
 	rcDoneRE = regexp.MustCompile(`^migrated .* in (\S+): (\d+) rows copied, (\d+) binlog row changes applied \((\d+) rows written\), cut-over took (\d+) attempt\(s\), table locked (\S+);`)
 	numRE    = regexp.MustCompile(`^[\d.]+`)
 
@@ -225,7 +229,7 @@ func parseRecast(path string) (*recastLog, error) {
 		return nil, err
 	}
 	defer f.Close()
-	out := &recastLog{throttleReasons: map[string]int{}}
+	out := &recastLog{throttleReasons: map[string]int{}, leftTotal: -1}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -238,6 +242,9 @@ func parseRecast(path string) (*recastLog, error) {
 			if m := rcLockWhyRE.FindStringSubmatch(line); m != nil {
 				out.copyLock += " (" + strings.Trim(m[1], `"`) + ")"
 			}
+		}
+		if m := rcLeftN.FindStringSubmatch(line); m != nil {
+			out.leftTotal, _ = strconv.ParseInt(m[1], 10, 64)
 		}
 		if m := rcNewRE.FindStringSubmatch(line); m != nil {
 			out.lines++
@@ -261,6 +268,11 @@ func parseRecast(path string) (*recastLog, error) {
 			bl, _ := strconv.ParseInt(m[7], 10, 64)
 			out.inRates = append(out.inRates, in)
 			out.outRates = append(out.outRates, ap)
+			left := 0.0
+			if l := rcLeftRE.FindStringSubmatch(m[10]); l != nil {
+				left, _ = strconv.ParseFloat(l[1], 64)
+			}
+			out.leftRates = append(out.leftRates, left)
 			out.backlogMax = max(out.backlogMax, bl)
 			if b := parseBytes(m[8]); b > out.backlogBytesMax {
 				out.backlogBytesMax = b

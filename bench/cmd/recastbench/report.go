@@ -531,13 +531,16 @@ func render(dir string, runs []*runResult, notes string) string {
 
 	// recast details
 	p("### recast: phases, apply rate vs incoming change rate, throttling, memory\n\n")
-	p("From recast's own progress lines (`--progress-interval 1s`): *in* is the rate of the table's row changes read from the binlog, ")
+	p("From recast's own progress lines (`--progress-interval 1s`): *in* is the rate of the table's row changes read from the binlog ")
+	p("and handed to the applier, *left to the copy* the rate of those dropped instead because no chunk had read their row yet ")
+	p("(a lock-free copy into a table with no other unique key, docs/copy.md; *in* + *left* is all the table's changes; ")
+	p("the total from recast's `copy done` line), ")
 	p("*applied* the rate the applier applied them to the new table (means over the run's progress lines); *backlog* the changes ")
 	p("read but not applied yet. For comparison, sysbench `oltp_write_only` makes 4 row changes per transaction (2 UPDATEs, ")
 	p("a DELETE and an INSERT), so it sends about 4 × its tps. Phases are timed from the progress lines (±1 s); ")
 	p("*throttled*: seconds covered by progress lines that reported the copy paused, and how many such lines per reason.\n\n")
-	p("| load | tool | run | wall s | phases s | copy rows/s (mean while copying) | in changes/s | applied changes/s | applied ÷ in | 4 × sysbench tps | backlog max (changes, bytes) | throttled s | changes applied, rows written | cut-over attempts, lock | peak RSS MiB | CPU s |\n")
-	p("|---|---|---|---:|---|---:|---:|---:|---:|---:|---|---|---:|---|---:|---:|\n")
+	p("| load | tool | run | wall s | phases s | copy rows/s (mean while copying) | in changes/s | left to the copy changes/s | applied changes/s | applied ÷ in | 4 × sysbench tps | backlog max (changes, bytes) | throttled s | changes applied, rows written | cut-over attempts, lock | peak RSS MiB | CPU s |\n")
+	p("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|---:|---:|\n")
 	for _, r := range runs {
 		if !isRecast(r.tool) || r.rc == nil {
 			continue
@@ -576,8 +579,12 @@ func render(dir string, runs []*runResult, notes string) string {
 		if r.rate > 0 {
 			sb = f0(4 * r.durTPS)
 		}
-		p("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %d, %s | %s | %d, %d | %s | %s | %s |\n", r.load, r.tool, r.rep, f1(r.wall),
-			orDash(strings.Join(ph, ", ")), f0(mean(rc.copyRates)), f0(in), f0(ap), ratio, sb, rc.backlogMax, backlogBytes, thr,
+		left := "–" // an older recast, or a copy that ended before its "copy done" line
+		if rc.leftTotal >= 0 {
+			left = fmt.Sprintf("%s (%d in all)", f0(mean(rc.leftRates)), rc.leftTotal)
+		}
+		p("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %d, %s | %s | %d, %d | %s | %s | %s |\n", r.load, r.tool, r.rep, f1(r.wall),
+			orDash(strings.Join(ph, ", ")), f0(mean(rc.copyRates)), f0(in), left, f0(ap), ratio, sb, rc.backlogMax, backlogBytes, thr,
 			rc.changes, rc.wrote, co, f0(r.rssMiB), f1(r.cpuS))
 	}
 	p("\n")
