@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,25 +17,95 @@ import (
 func TestNextDuty(t *testing.T) {
 	base := 2 * time.Millisecond
 	for _, c := range []struct {
-		name             string
-		duty             float64
-		latency, slowest time.Duration
-		want             float64
+		name    string
+		duty    float64
+		latency time.Duration
+		clean   bool // tailClean
+		want    float64
 	}{
-		{"above the limit: cut", 0.5, 5 * time.Millisecond, 9 * time.Millisecond, 0.3},
-		{"cut stops at the floor", minDuty * 1.5, time.Second, time.Second, minDuty},
-		{"well below: grow by 5 %", 0.5, 2 * time.Millisecond, 3 * time.Millisecond, 0.525},
-		{"well below, low duty: grow by 5 %", 0.02, 2 * time.Millisecond, 2 * time.Millisecond, 0.021},
-		{"well below, 0.2: grow by 5 %", 0.2, 2 * time.Millisecond, 4 * time.Millisecond, 0.21},
-		{"well below, one probe above the limit: keep", 0.2, 2 * time.Millisecond, 4100 * time.Microsecond, 0.2},
-		{"well below, one probe far above the limit: keep", 0.2, time.Millisecond, time.Second, 0.2},
-		{"growth stops at 1", 0.97, 1 * time.Millisecond, 1 * time.Millisecond, 1},
-		{"between 75 % and 100 % of the limit: keep", 0.4, 3500 * time.Microsecond, 3500 * time.Microsecond, 0.4},
-		{"exactly the limit: keep", 0.4, 4 * time.Millisecond, 4 * time.Millisecond, 0.4},
+		{"above the limit: cut", 0.5, 5 * time.Millisecond, false, 0.3},
+		{"above the limit, a clean tail: cut", 0.5, 5 * time.Millisecond, true, 0.3},
+		{"cut stops at the floor", minDuty * 1.5, time.Second, false, minDuty},
+		{"well below: grow by 5 %", 0.5, 2 * time.Millisecond, true, 0.525},
+		{"well below, low duty: grow by 5 %", 0.02, 2 * time.Millisecond, true, 0.021},
+		{"well below, 0.2: grow by 5 %", 0.2, 2 * time.Millisecond, true, 0.21},
+		{"well below, the tail not clean: keep", 0.2, 2 * time.Millisecond, false, 0.2},
+		{"growth stops at 1", 0.97, 1 * time.Millisecond, true, 1},
+		{"between 75 % and 100 % of the limit: keep", 0.4, 3500 * time.Microsecond, true, 0.4},
+		{"exactly the limit: keep", 0.4, 4 * time.Millisecond, true, 0.4},
 	} {
-		if got := nextDuty(c.duty, c.latency, c.slowest, base, 2); diff(got, c.want) > 1e-9 {
-			t.Errorf("%s: nextDuty(%v, %v, %v, %v, 2) = %v, want %v", c.name, c.duty, c.latency, c.slowest, base, got, c.want)
+		if got := nextDuty(c.duty, c.latency, base, 2, c.clean); diff(got, c.want) > 1e-9 {
+			t.Errorf("%s: nextDuty(%v, %v, %v, 2, %v) = %v, want %v", c.name, c.duty, c.latency, base, c.clean, got, c.want)
 		}
+	}
+}
+
+// probesEvery returns n probes of fast, every k-th of them slow.
+func probesEvery(n, k int, fast, slow time.Duration) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = fast
+		if k > 0 && i%k == k-1 {
+			out[i] = slow
+		}
+	}
+	return out
+}
+
+func TestTailClean(t *testing.T) {
+	ms := time.Millisecond
+	limit := 4 * ms
+	base := probesEvery(100, 10, ms, 20*ms) // 10 % over the limit without the copy
+	for _, c := range []struct {
+		name    string
+		slowest time.Duration
+		window  []time.Duration
+		base    []time.Duration
+		want    bool
+	}{
+		{"the slowest within the limit", 4 * ms, probesEvery(100, 2, ms, 20*ms), base, true},
+		{"a slow probe, as many slow ones as without the copy", 20 * ms, probesEvery(100, 10, ms, 20*ms), base, true},
+		{"a slow probe, fewer slow ones than without the copy", 20 * ms, probesEvery(100, 20, ms, 20*ms), base, true},
+		{"a slow probe, more slow ones than without the copy", 20 * ms, probesEvery(100, 8, ms, 20*ms), base, false},
+		{"a slow probe, too few probes for a share", 20 * ms, probesEvery(shareMin-1, 10, ms, 20*ms), base, false},
+		{"a slow probe, a baseline with none over the limit", 20 * ms, probesEvery(100, 50, ms, 20*ms), probesEvery(100, 0, ms, ms), false},
+		{"a slow probe, no baseline probes", 20 * ms, probesEvery(100, 10, ms, 20*ms), nil, false},
+	} {
+		if got := tailClean(c.slowest, limit, c.window, c.base); got != c.want {
+			t.Errorf("%s: tailClean = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestPacerGrowsThroughItsBaselineTail: a server whose own tail is wide
+// (one probe in 20 ten times the baseline, so nearly every second has
+// one over the limit) does not hold the duty at its floor while the copy
+// leaves that tail as it was; when the copy doubles the slow probes, the
+// duty does not grow.
+func TestPacerGrowsThroughItsBaselineTail(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		every int // one probe in every is slow during the copy
+		grow  bool
+	}{
+		{"the tail as without the copy", 20, true},
+		{"twice the slow probes", 10, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t0 := time.Now()
+			p := NewPacer(PacerConfig{Ratio: 2, Probe: func(context.Context) error { return nil }})
+			p.began, p.duty, p.base, p.probes, p.decided, p.rebased = true, 0.01, time.Millisecond, 1, t0, t0
+			p.baseProbes = probesEvery(baselineKeep, 20, time.Millisecond, 10*time.Millisecond)
+			probes := probesEvery(400, c.every, time.Millisecond, 10*time.Millisecond) // 20 s, before the next rebase
+			for i, d := range probes {
+				at := t0.Add(time.Duration(i+1) * 50 * time.Millisecond)
+				p.pauseForAt(time.Millisecond, at) // chunks run
+				p.observe(d, at)
+			}
+			if grew := p.duty > 0.01*1.5; grew != c.grow {
+				t.Errorf("duty %v from 0.01 after 20 s, grown %v, want %v", p.duty, grew, c.grow)
+			}
+		})
 	}
 }
 
@@ -454,6 +525,7 @@ func TestPacerRebase(t *testing.T) {
 	p := NewPacer(PacerConfig{Ratio: 2, Probe: func(context.Context) error { return nil }})
 	t0 := time.Now()
 	p.began, p.base, p.duty, p.decided, p.rebased, p.probes, p.seen = true, time.Millisecond, 0.5, t0, t0, 1, true
+	p.baseProbes = probesEvery(baselineKeep, 0, time.Millisecond, time.Millisecond)
 	now := t0.Add(rebaseEvery)
 	measure := func(lat func(time.Duration) time.Duration) time.Duration {
 		t.Helper()
@@ -482,6 +554,10 @@ func TestPacerRebase(t *testing.T) {
 	if want := time.Duration(maxRaise * float64(time.Millisecond)); p.base != want {
 		t.Fatalf("baseline %v after measuring 4ms against 1ms, want %v (raise limited)", p.base, want)
 	}
+	// ... and its probes are not the application's tail (tailClean).
+	if len(p.baseProbes) != baselineKeep || slices.Max(p.baseProbes) != time.Millisecond {
+		t.Fatalf("baseline probes replaced by a measurement whose raise was limited: %d, slowest %v", len(p.baseProbes), slices.Max(p.baseProbes))
+	}
 	// Falling from 8 ms by 1 ms every 500 ms down to 2 ms: the measurement
 	// lasts until it stops falling; the baseline (4 ms) drops to the
 	// settled 2 ms.
@@ -495,6 +571,9 @@ func TestPacerRebase(t *testing.T) {
 	}
 	if p.base != 2*time.Millisecond {
 		t.Fatalf("baseline %v after the probe settled at 2ms, want 2ms", p.base)
+	}
+	if len(p.baseProbes) < measureMin || slices.Max(p.baseProbes) != 8*time.Millisecond-time.Duration(measureSettle/(500*time.Millisecond))*time.Millisecond {
+		t.Fatalf("baseline probes not the measurement's: %d, slowest %v", len(p.baseProbes), slices.Max(p.baseProbes))
 	}
 	// Falling all the time (30 % per 500 ms): ends at measureMax.
 	now = now.Add(rebaseEvery)
