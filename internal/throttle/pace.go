@@ -328,11 +328,15 @@ func (p *Pacer) measure(d time.Duration, now time.Time) {
 	if !p.baseQuiet && p.base > 0 && float64(base) > maxRaise*float64(p.base) {
 		p.cfg.Logger.Debug("pacing: baseline raise limited", "measured", base, "was", p.base, "max_raise", maxRaise)
 		base = time.Duration(maxRaise * float64(p.base))
+	} else if p.baseQuiet {
+		p.baseProbes = append(p.baseProbes[:0], all...) // a quiet server's are not the application's
 	} else {
-		// The probes without the copy, for their share over the limit; not
-		// those of a measurement whose raise was limited (the copy's
+		// The probes without the copy, for their share over the limit
+		// (tailClean): added to the last baselineKeep, so that one short
+		// measurement (25 probes at 1.25 s) does not set the share alone;
+		// not those of a measurement whose raise was limited (the copy's
 		// after-effects would count as the application's own tail).
-		p.baseProbes = append(p.baseProbes[:0], all...)
+		p.baseProbes = keepLast(append(p.baseProbes, all...), baselineKeep)
 	}
 	if base != p.base {
 		p.cfg.Logger.Debug("pacing: baseline measured again with the copy held", "baseline_p90", base, "was", p.base,

@@ -572,8 +572,10 @@ func TestPacerRebase(t *testing.T) {
 	if p.base != 2*time.Millisecond {
 		t.Fatalf("baseline %v after the probe settled at 2ms, want 2ms", p.base)
 	}
-	if len(p.baseProbes) < measureMin || slices.Max(p.baseProbes) != 8*time.Millisecond-time.Duration(measureSettle/(500*time.Millisecond))*time.Millisecond {
-		t.Fatalf("baseline probes not the measurement's: %d, slowest %v", len(p.baseProbes), slices.Max(p.baseProbes))
+	// ... and its probes join the earlier baseline's, the last baselineKeep kept.
+	if n := len(p.baseProbes); n != baselineKeep || p.baseProbes[0] != time.Millisecond || p.baseProbes[n-1] != 2*time.Millisecond ||
+		slices.Max(p.baseProbes) != 8*time.Millisecond-time.Duration(measureSettle/(500*time.Millisecond))*time.Millisecond {
+		t.Fatalf("baseline probes after a measurement: %d, first %v, last %v, slowest %v", n, p.baseProbes[0], p.baseProbes[n-1], slices.Max(p.baseProbes))
 	}
 	// Falling all the time (30 % per 500 ms): ends at measureMax.
 	now = now.Add(rebaseEvery)
@@ -587,6 +589,9 @@ func TestPacerRebase(t *testing.T) {
 	measure(func(time.Duration) time.Duration { return 4 * time.Millisecond })
 	if p.base != 4*time.Millisecond || p.baseQuiet {
 		t.Fatalf("baseline %v (quiet %v) after measuring 4ms against a quiet 1ms, want 4ms taken with the application", p.base, p.baseQuiet)
+	}
+	if slices.Min(p.baseProbes) != 4*time.Millisecond {
+		t.Fatalf("a quiet baseline's probes kept after a measurement with the application: fastest %v", slices.Min(p.baseProbes))
 	}
 	now = now.Add(rebaseEvery)
 	p.observe(time.Millisecond, now) // starts the next
