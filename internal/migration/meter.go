@@ -7,6 +7,7 @@ package migration
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"strconv"
 	"time"
@@ -33,11 +34,12 @@ func (c *Control) runMeter(ctx context.Context, db *sql.DB) {
 func (c *Control) read(ctx context.Context, db *sql.DB) {
 	c.mu.Lock()
 	cp, ap, p, phase, before, def := c.cp, c.ap, c.pump, c.phase, c.copiedBefore, c.copyLock.def
+	regime := c.regime()
 	c.mu.Unlock()
 	if cp == nil {
 		return
 	}
-	r := status.Reading{At: time.Now(), Rows: before + cp.Progress().Rows, Phase: phase, EndBytes: -1, AppliedBytes: -1}
+	r := status.Reading{At: time.Now(), Rows: before + cp.Progress().Rows, Phase: phase, EndBytes: -1, AppliedBytes: -1, Regime: regime}
 	st := ap.Stats()
 	r.Received, r.Written, r.Applied = st.Changes, st.Rows, p.AppliedChanges()
 	if def != nil {
@@ -62,6 +64,23 @@ func (c *Control) read(ctx context.Context, db *sql.DB) {
 		}
 	}
 	c.meter.Add(r)
+}
+
+// regime names what sets the copy's pace now (status.Reading.Regime): the
+// pacer holding the copy back and its ratio, the rate cap in force, the
+// nice ratio, the threads. The ETA's copy rate is averaged over the
+// readings since it last changed. c.mu is held.
+func (c *Control) regime() string {
+	paced, ratio := false, 0.0
+	if c.thr != nil && c.thr.Pacer() != nil {
+		pc := c.thr.Pacer()
+		paced, ratio = pc.Holding(), pc.State().Ratio
+	}
+	capped := 0.0
+	if c.rateCapped() {
+		capped = c.rateCap.Rate()
+	}
+	return fmt.Sprintf("paced=%t ratio=%g cap=%g nice=%g threads=%d", paced, ratio, capped, c.niceRatio, c.threads)
 }
 
 type binlogFile struct {

@@ -150,3 +150,78 @@ func TestMeterRatesAndHistory(t *testing.T) {
 		t.Errorf("history of %d readings", n)
 	}
 }
+
+// paced returns one-second copy readings of the given regime whose rows
+// grow at rates[i] in second i, from rows0 at t0.
+func paced(t0 time.Time, rows0 int64, regime string, rates []int64) []Reading {
+	out := make([]Reading, 0, len(rates))
+	rows := rows0
+	for i, r := range rates {
+		rows += r
+		out = append(out, Reading{At: t0.Add(time.Duration(i+1) * time.Second), Rows: rows, Phase: PhaseCopy,
+			EndBytes: -1, AppliedBytes: -1, Regime: regime})
+	}
+	return out
+}
+
+func repeat(n int, v int64) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+// TestETACopyAverage: a paced copy's ETA comes from its rate since its
+// regime last changed, not from the last 5 s, which swing with the duty.
+func TestETACopyAverage(t *testing.T) {
+	t0 := time.Now().Add(-time.Hour)
+	eta := func(readings []Reading) (float64, string) {
+		t.Helper()
+		s := estimate(PhaseCopy, 1_000_000, readings, Throttle{})
+		if s.ETA.Seconds == nil {
+			t.Fatalf("no ETA: %s", s.ETA.Text)
+		}
+		return *s.ETA.Seconds, s.ETA.Text
+	}
+	start := []Reading{{At: t0, Rows: 0, Phase: PhaseCopy, EndBytes: -1, AppliedBytes: -1, Regime: "paced"}}
+
+	// 60 s at 500 rows/s, then a burst of 10 s at 5,500: 85,000 rows in
+	// 70 s (1,214/s). From the last 5 s (5,500/s) it would read 166 s.
+	rs := append(start, paced(t0, 0, "paced", append(repeat(60, 500), repeat(10, 5500)...))...)
+	want := float64(1_000_000-85_000) / (85_000.0 / 70)
+	if got, text := eta(rs); got < want-2 || got > want+2 {
+		t.Errorf("swinging paced copy: ETA %.0fs (%s), want %.0fs (the regime's average)", got, text, want)
+	}
+
+	// The same with the copy held for the last 5 s (the pacer measuring
+	// its baseline again): a number from the average, not "measuring".
+	rs = append(start, paced(t0, 0, "paced", append(repeat(60, 500), repeat(5, 0)...))...)
+	want = float64(1_000_000-30_000) / (30_000.0 / 65)
+	if got, text := eta(rs); got < want-2 || got > want+2 {
+		t.Errorf("held for 5 s: ETA %.0fs (%s), want %.0fs", got, text, want)
+	}
+
+	// A regime change (the application showed up: the copy went from full
+	// speed to paced) restarts the average: 60 s at 50,000 rows/s, then
+	// 20 s paced at 1,000.
+	rs = append(start, paced(t0, 0, "full", repeat(60, 50_000))...)
+	rs = append(rs, paced(t0.Add(60*time.Second), 3_000_000, "paced", repeat(20, 1000))...)
+	s := estimate(PhaseCopy, 5_000_000, rs, Throttle{})
+	want = float64(5_000_000-3_020_000) / 1000
+	if s.ETA.Seconds == nil || *s.ETA.Seconds < want-2 || *s.ETA.Seconds > want+2 {
+		t.Errorf("after a regime change: ETA %v (%s), want %.0fs (the new regime's rate)", s.ETA.Seconds, s.ETA.Text, want)
+	}
+
+	// Less than RateWindow into a new regime: the last 5 s's rate (2 s at
+	// 50,000 rows/s and 3 at 1,000: 20,600).
+	rs = append(start, paced(t0, 0, "full", repeat(60, 50_000))...)
+	rs = append(rs, paced(t0.Add(60*time.Second), 3_000_000, "paced", repeat(3, 1000))...)
+	var m Meter
+	for _, r := range rs {
+		m.Add(r)
+	}
+	if r := m.Rates(); r.CopyAvg != 0 || r.Copy < 20_599 || r.Copy > 20_601 {
+		t.Errorf("3 s into a regime: %+v, want no average and the 5 s rate", r)
+	}
+}

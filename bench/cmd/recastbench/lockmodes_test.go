@@ -95,3 +95,38 @@ func TestRenderLockModes(t *testing.T) {
 		t.Errorf("a tool without runs is listed:\n%s", out)
 	}
 }
+
+// TestParseETAError: the copy ETA's error against the time the copy then
+// took, for recast's printed ETA and for one from the line's rows/s.
+func TestParseETAError(t *testing.T) {
+	var b strings.Builder
+	// 100 s of copy at 1,000 rows/s of 100,000; the printed ETA is exact,
+	// the line's rows/s twice the true rate (an ETA from it half as long).
+	for i := 1; i <= 100; i++ {
+		fmt.Fprintf(&b, "recast: %ds [copy] copy %.1f%% (%d/~100000 rows, chunk 10), 2000 rows/s | apply 0 ev/s vs in 0 ev/s, backlog 0 ev (0 B, caught up) | paced: duty 1.0%% | ETA %ds (copy %ds, then checksum and cut-over)\n",
+			i, float64(i), i*1000, 100-i, 100-i)
+	}
+	b.WriteString("recast: 101s [checksum] copy done (100000 rows) | apply 0 ev/s vs in 0 ev/s, backlog 0 ev (0 B, caught up) | ETA unknown: checksum running (no estimate), then cut-over\n")
+	path := filepath.Join(t.TempDir(), "tool.log")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := parseRecast(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var end float64
+	for _, s := range rc.phaseSeconds(102) {
+		if s.name == "copy" {
+			end = s.last
+		}
+	}
+	printed, last, n := rc.etaError(end)
+	// Lines from 30 s to 80 s (20 s or more left): 51.
+	if end != 100 || n != 51 || printed < 0.999 || printed > 1.001 || last < 1.999 || last > 2.001 {
+		t.Errorf("copy end %.0f, %d lines: printed ×%.3f (want 1), last 5 s ×%.3f (want 2)", end, n, printed, last)
+	}
+	if p, l, n := (&recastLog{}).etaError(100); p != 0 || l != 0 || n != 0 {
+		t.Errorf("no lines: %v %v %d", p, l, n)
+	}
+}

@@ -538,9 +538,12 @@ func render(dir string, runs []*runResult, notes string) string {
 	p("*applied* the rate the applier applied them to the new table (means over the run's progress lines); *backlog* the changes ")
 	p("read but not applied yet. For comparison, sysbench `oltp_write_only` makes 4 row changes per transaction (2 UPDATEs, ")
 	p("a DELETE and an INSERT), so it sends about 4 × its tps. Phases are timed from the progress lines (±1 s); ")
-	p("*throttled*: seconds covered by progress lines that reported the copy paused, and how many such lines per reason.\n\n")
-	p("| load | tool | run | wall s | phases s | copy rows/s (mean while copying) | in changes/s | left to the copy changes/s | applied changes/s | applied ÷ in | 4 × sysbench tps | backlog max (changes, bytes) | throttled s | changes applied, rows written | cut-over attempts, lock | peak RSS MiB | CPU s |\n")
-	p("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|---:|---:|\n")
+	p("*throttled*: seconds covered by progress lines that reported the copy paused, and how many such lines per reason. ")
+	p("*copy ETA off by*: how far the progress lines' copy ETA was from the time the copy then took, as a factor ")
+	p("(the exponential of the mean |ln(ETA ÷ actual)| over the lines from 30 s on with 20 s or more left; 1 is exact), ")
+	p("and in brackets the same for an ETA from the line's rows/s (the last 5 s).\n\n")
+	p("| load | tool | run | wall s | phases s | copy rows/s (mean while copying) | in changes/s | left to the copy changes/s | applied changes/s | applied ÷ in | 4 × sysbench tps | backlog max (changes, bytes) | throttled s | changes applied, rows written | cut-over attempts, lock | peak RSS MiB | CPU s | copy ETA off by (5 s rate's) |\n")
+	p("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|---:|---:|---|\n")
 	for _, r := range runs {
 		if !isRecast(r.tool) || r.rc == nil {
 			continue
@@ -564,8 +567,14 @@ func render(dir string, runs []*runResult, notes string) string {
 			co = fmt.Sprintf("%d, %s", rc.attempts, rc.locked)
 		}
 		var ph []string
+		etaOff := "–" // a copy too short to measure
 		for _, s := range rc.phaseSeconds(r.wall) {
 			ph = append(ph, fmt.Sprintf("%s %s", s.name, f0(s.last-s.first)))
+			if s.name == "copy" {
+				if printed, last, n := rc.etaError(s.last); n > 0 {
+					etaOff = fmt.Sprintf("×%s (×%s)", orDashF1(printed), orDashF1(last))
+				}
+			}
 		}
 		thr := "0"
 		if rc.throttledLines > 0 {
@@ -583,9 +592,9 @@ func render(dir string, runs []*runResult, notes string) string {
 		if rc.leftTotal >= 0 {
 			left = fmt.Sprintf("%s (%d in all)", f0(mean(rc.leftRates)), rc.leftTotal)
 		}
-		p("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %d, %s | %s | %d, %d | %s | %s | %s |\n", r.load, r.tool, r.rep, f1(r.wall),
+		p("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %d, %s | %s | %d, %d | %s | %s | %s | %s |\n", r.load, r.tool, r.rep, f1(r.wall),
 			orDash(strings.Join(ph, ", ")), f0(mean(rc.copyRates)), f0(in), left, f0(ap), ratio, sb, rc.backlogMax, backlogBytes, thr,
-			rc.changes, rc.wrote, co, f0(r.rssMiB), f1(r.cpuS))
+			rc.changes, rc.wrote, co, f0(r.rssMiB), f1(r.cpuS), etaOff)
 	}
 	p("\n")
 
@@ -726,6 +735,14 @@ func idleName(t string) string {
 		return "pt-online-schema-change"
 	}
 	return toolName(t)
+}
+
+// orDashF1 is f1(v), or "–" for 0 (not measured).
+func orDashF1(v float64) string {
+	if v == 0 {
+		return "–"
+	}
+	return f1(v)
 }
 
 func orDash(s string) string {
