@@ -96,6 +96,34 @@ func TestControlStatusETA(t *testing.T) {
 	}
 }
 
+// TestControlRegime: a setting changed live that changes the copy's pace
+// changes the regime its readings carry, so that the ETA's mean copy rate
+// (status.Rates.CopyAvg) starts again.
+func TestControlRegime(t *testing.T) {
+	ctl := etaControl(t, status.PhaseCopy, 1000, nil)
+	regime := func() string {
+		ctl.mu.Lock()
+		defer ctl.mu.Unlock()
+		return ctl.regime()
+	}
+	seen := map[string]string{"start": regime()}
+	for _, kv := range [][2]string{{"threads", "3"}, {"nice-ratio", "1.5"}, {"max-copy-rate", "500"}} {
+		if err := ctl.Set(kv[0], kv[1]); err != nil {
+			t.Fatalf("%s=%s: %v", kv[0], kv[1], err)
+		}
+		r := regime()
+		for k, v := range seen {
+			if v == r {
+				t.Errorf("after %s=%s the regime %q is the same as after %s", kv[0], kv[1], r, k)
+			}
+		}
+		seen[kv[0]] = r
+	}
+	if r := regime(); r != seen["max-copy-rate"] {
+		t.Errorf("regime %q changed with nothing set (was %q)", r, seen["max-copy-rate"])
+	}
+}
+
 func TestControlSettings(t *testing.T) {
 	ctl := etaControl(t, status.PhaseCopy, 1000, nil)
 	for _, kv := range [][2]string{{"threads", "3"}, {"chunk-time", "50ms"}, {"max-chunk-rows", "700"}, {"max-lag", "2s"},
