@@ -33,6 +33,19 @@ const HistoryLen = 900
 // RateWindow is the span rates are measured over.
 const RateWindow = 5 * time.Second
 
+// ETAWindow is the span the ETA's copy rate is measured over (Rates.CopyAvg).
+// A paced copy's rate swings with its duty: on session 22's bench (MariaDB
+// 11.8, 1M rows, three paced copies of 366-1,334 s) it ranged from 110 to
+// 8,400 rows a second over a half-minute or a minute, and an ETA from the last 5 s jumped by up to a
+// factor of 2.7 from one second to the next (the 99th percentile), from 3
+// minutes to 25 within one. Over the last minute the jumps were 5-7 times
+// smaller and the estimates no further off (the mean |ln(estimate ÷ the
+// time the copy then took)| 0.77, 0.92, 0.77 against 0.84, 1.07, 0.79).
+// The mean since the copy's start was closer in the light run (0.49) and
+// far off in the heavy one (1.47: its second half ran at a tenth of the
+// first's rate). docs/control.md.
+const ETAWindow = time.Minute
+
 // Meter keeps the recent readings and derives rates, the history and the
 // ETA from them. The zero value is ready; it is safe for concurrent use.
 type Meter struct {
@@ -65,14 +78,9 @@ type Rates struct {
 	Copy, Incoming, Applied float64 // rows, row changes
 	Skipped                 float64 // row changes left to the copy
 	BinlogIn, BinlogApplied float64 // bytes (-1 unknown)
-	// CopyAvg: the copy's rate over the readings of its current regime
-	// (the copy phase, the same Reading.Regime, at most HistoryLen of
-	// them; 0 while they span less than RateWindow). A paced copy's rate
-	// swings with its duty: on the bench (MariaDB 11.8, light load) from
-	// 500 to 5,000 rows a second between minutes, and an ETA from the
-	// last 5 s went from 3 to 25 minutes within one; from this average
-	// it was closer to the time the copy then took (the mean of
-	// |ln(estimate ÷ actual)| 0.49 against 0.84, docs/control.md).
+	// CopyAvg: the copy's rate over the last ETAWindow of the readings of
+	// its current regime (the copy phase, the same Reading.Regime; 0 while
+	// they span less than RateWindow): the ETA's.
 	CopyAvg float64
 }
 
@@ -117,7 +125,7 @@ func copyAvg(readings []Reading) float64 {
 		return 0
 	}
 	i := n - 1
-	for i > 0 && readings[i-1].Phase == PhaseCopy && readings[i-1].Regime == last.Regime {
+	for i > 0 && readings[i-1].Phase == PhaseCopy && readings[i-1].Regime == last.Regime && last.At.Sub(readings[i-1].At) <= ETAWindow {
 		i--
 	}
 	first := readings[i]

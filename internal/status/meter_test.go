@@ -172,8 +172,9 @@ func repeat(n int, v int64) []int64 {
 	return out
 }
 
-// TestETACopyAverage: a paced copy's ETA comes from its rate since its
-// regime last changed, not from the last 5 s, which swing with the duty.
+// TestETACopyAverage: a paced copy's ETA comes from its rate over the last
+// minute of its current regime, not from the last 5 s, which swing with
+// the duty.
 func TestETACopyAverage(t *testing.T) {
 	t0 := time.Now().Add(-time.Hour)
 	eta := func(readings []Reading) (float64, string) {
@@ -186,18 +187,20 @@ func TestETACopyAverage(t *testing.T) {
 	}
 	start := []Reading{{At: t0, Rows: 0, Phase: PhaseCopy, EndBytes: -1, AppliedBytes: -1, Regime: "paced"}}
 
-	// 60 s at 500 rows/s, then a burst of 10 s at 5,500: 85,000 rows in
-	// 70 s (1,214/s). From the last 5 s (5,500/s) it would read 166 s.
+	// 60 s at 500 rows/s, then a burst of 10 s at 5,500: over the last
+	// minute (ETAWindow) 80,000 rows, 1,333/s. From the last 5 s
+	// (5,500/s) it would read 166 s, from the whole copy 753 s.
 	rs := append(start, paced(t0, 0, "paced", append(repeat(60, 500), repeat(10, 5500)...))...)
-	want := float64(1_000_000-85_000) / (85_000.0 / 70)
+	want := float64(1_000_000-85_000) / (80_000.0 / 60)
 	if got, text := eta(rs); got < want-2 || got > want+2 {
-		t.Errorf("swinging paced copy: ETA %.0fs (%s), want %.0fs (the regime's average)", got, text, want)
+		t.Errorf("swinging paced copy: ETA %.0fs (%s), want %.0fs (the last minute's rate)", got, text, want)
 	}
 
 	// The same with the copy held for the last 5 s (the pacer measuring
-	// its baseline again): a number from the average, not "measuring".
+	// its baseline again): a number from the last minute (55 s at 500
+	// rows/s), not "measuring".
 	rs = append(start, paced(t0, 0, "paced", append(repeat(60, 500), repeat(5, 0)...))...)
-	want = float64(1_000_000-30_000) / (30_000.0 / 65)
+	want = float64(1_000_000-30_000) / (27_500.0 / 60)
 	if got, text := eta(rs); got < want-2 || got > want+2 {
 		t.Errorf("held for 5 s: ETA %.0fs (%s), want %.0fs", got, text, want)
 	}
