@@ -68,8 +68,8 @@ func (c *Control) read(ctx context.Context, db *sql.DB) {
 
 // regime names what sets the copy's pace now (status.Reading.Regime): the
 // pacer holding the copy back and its ratio, the rate cap in force, the
-// nice ratio, the threads. The ETA's copy rate is averaged over the
-// readings since it last changed. c.mu is held.
+// nice ratio, the threads. The ETA's copy rate is taken over the last
+// minute of readings since it last changed. c.mu is held.
 func (c *Control) regime() string {
 	paced, ratio := false, 0.0
 	if c.thr != nil && c.thr.Pacer() != nil {

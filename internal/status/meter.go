@@ -21,8 +21,8 @@ type Reading struct {
 	Phase             string
 	// Regime: what sets the copy's pace now (pacing with the application
 	// active and its ratio, a rate cap, or full speed; package migration
-	// names it). The ETA's copy rate is averaged over the readings since
-	// it last changed (Rates.CopyAvg).
+	// names it). The ETA's copy rate is taken over the last ETAWindow of
+	// the readings since it last changed (Rates.CopyAvg).
 	Regime string
 }
 
@@ -36,14 +36,15 @@ const RateWindow = 5 * time.Second
 // ETAWindow is the span the ETA's copy rate is measured over (Rates.CopyAvg).
 // A paced copy's rate swings with its duty: on session 22's bench (MariaDB
 // 11.8, 1M rows, three paced copies of 366-1,334 s) it ranged from 110 to
-// 8,400 rows a second over a half-minute or a minute, and an ETA from the last 5 s jumped by up to a
-// factor of 2.7 from one second to the next (the 99th percentile), from 3
-// minutes to 25 within one. Over the last minute the jumps were 5-7 times
-// smaller and the estimates no further off (the mean |ln(estimate ÷ the
-// time the copy then took)| 0.77, 0.92, 0.77 against 0.84, 1.07, 0.79).
-// The mean since the copy's start was closer in the light run (0.49) and
-// far off in the heavy one (1.47: its second half ran at a tenth of the
-// first's rate). docs/control.md.
+// 8,400 rows a second over a half-minute or a minute, and an ETA from the
+// last 5 s jumped by up to a factor of 2.7 from one second to the next
+// (the 99th percentile), from 3 minutes to 25 within one. Over the last
+// minute the jumps were 5-7 times smaller and the estimates no further off
+// (the mean |ln(estimate ÷ the time the copy then took)| 0.77, 0.92, 0.77
+// against 0.84, 1.07, 0.79). The mean since the copy's start was closer in
+// the light run (0.49) and far off in the heavy one (1.58: its second half
+// ran at a tenth of the first's rate). docs/control.md, docs/benchmarks.md
+// (Session 22), bench/eta-windows.py.
 const ETAWindow = time.Minute
 
 // Meter keeps the recent readings and derives rates, the history and the
