@@ -104,6 +104,14 @@ func renderLockModes(p func(string, ...any), runs []*runResult, env reportEnv) {
 			if r == nil || r.baseP99 <= 0 || r.durP99 <= 0 {
 				continue
 			}
+			if !r.ok {
+				// A run stopped before its end (the harness's time limit,
+				// a failure) measured only part of the migration: it
+				// decides no target.
+				p("| %s: %s p99 during ≤ %s× baseline | %s ms vs %s ms (%s×) over the %s s it ran; **it did not finish** (exit %d) | n/a |\n", c.load, who, f0(c.limit),
+					f1(r.durP99), f1(r.baseP99), f1(r.durP99/r.baseP99), f0(r.wall), r.exit)
+				continue
+			}
 			p("| %s: %s p99 during ≤ %s× baseline | %s ms vs %s ms (%s×) | %s |\n", c.load, who, f0(c.limit), f1(r.durP99), f1(r.baseP99),
 				f1(r.durP99/r.baseP99), yes(r.durP99 <= c.limit*r.baseP99))
 			// The application's own errors decide; the server's counters include

@@ -72,7 +72,9 @@ func TestRenderLockModes(t *testing.T) {
 		run("light", "recast-share", 13, 2, 40, 1, "1", "0", "share (--copy-lock=share)"),
 		run("heavy", "recast", 15, 5, 20, 0, "0", "0", "lock-free"),
 		run("light", "recast-capped", 60, 2.5, 4.5, 0, "0", "0", "lock-free"),
+		run("heavy", "recast-capped", 1320, 5, 6, 0, "0", "0", "lock-free"),
 	}
+	runs[len(runs)-1].ok, runs[len(runs)-1].exit = false, 1 // stopped by the harness's time limit
 	var b strings.Builder
 	renderLockModes(func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }, runs, reportEnv{})
 	out := b.String()
@@ -86,10 +88,14 @@ func TestRenderLockModes(t *testing.T) {
 		"| light: recast-capped p99 during ≤ 2× baseline | 4.5 ms vs 2.5 ms (1.8×) | **yes** |",
 		"| light: recast-capped, no application deadlocks / lock-wait timeouts | 0 app errors (server, any session: 0 deadlocks / 0 timeouts) | **yes** |",
 		"| light: lock-free, no application deadlocks / lock-wait timeouts | 0 app errors (server, any session: 0 deadlocks / 0 timeouts) | **yes** |",
+		"| heavy: recast-capped p99 during ≤ 3× baseline | 6.0 ms vs 5.0 ms (1.2×) over the 1320 s it ran; **it did not finish** (exit 1) | n/a |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "heavy: recast-capped, no application") || strings.Contains(out, "(1.2×) | **yes** |") {
+		t.Errorf("a run that did not finish decides a target:\n%s", out)
 	}
 	if strings.Contains(out, "native") {
 		t.Errorf("a tool without runs is listed:\n%s", out)
@@ -115,16 +121,23 @@ func TestParseETAError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var end float64
-	for _, s := range rc.phaseSeconds(102) {
-		if s.name == "copy" {
-			end = s.last
-		}
+	printed, last, n := rc.copyETAError(102)
+	// The copy ends at 100 s (the checksum's first line, at 101 s, reports
+	// on (100, 101]); lines from 30 s to 80 s (20 s or more left): 51.
+	if n != 51 || printed < 0.999 || printed > 1.001 || last < 1.999 || last > 2.001 {
+		t.Errorf("%d lines: printed ×%.3f (want 1), last 5 s ×%.3f (want 2)", n, printed, last)
 	}
-	printed, last, n := rc.etaError(end)
-	// Lines from 30 s to 80 s (20 s or more left): 51.
-	if end != 100 || n != 51 || printed < 0.999 || printed > 1.001 || last < 1.999 || last > 2.001 {
-		t.Errorf("copy end %.0f, %d lines: printed ×%.3f (want 1), last 5 s ×%.3f (want 2)", end, n, printed, last)
+	// A run stopped during its copy (the harness's time limit) has no end
+	// to measure against: nothing.
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if err := os.WriteFile(path, []byte(strings.Join(lines[:len(lines)-1], "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rc, err = parseRecast(path); err != nil {
+		t.Fatal(err)
+	}
+	if p, l, n := rc.copyETAError(102); p != 0 || l != 0 || n != 0 {
+		t.Errorf("a copy that did not end: ×%v (×%v) over %d lines, want nothing", p, l, n)
 	}
 	if p, l, n := (&recastLog{}).etaError(100); p != 0 || l != 0 || n != 0 {
 		t.Errorf("no lines: %v %v %d", p, l, n)

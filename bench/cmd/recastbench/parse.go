@@ -216,6 +216,19 @@ type etaPoint struct {
 	rows, est     int64
 }
 
+// copyETAError is etaError against the copy's end as the progress lines
+// time it (phaseSeconds, for a run of wall seconds); nothing (n 0) when the
+// copy did not end (no later phase began: the run stopped during it).
+func (r *recastLog) copyETAError(wall float64) (printed, lastRate float64, n int) {
+	spans := r.phaseSeconds(wall)
+	for i, s := range spans {
+		if s.name == "copy" && i+1 < len(spans) {
+			return r.etaError(s.last)
+		}
+	}
+	return 0, 0, 0
+}
+
 // etaError measures the copy ETAs of the progress lines against the time
 // the copy then took (copyEnd: elapsed seconds at its end), as the
 // exponential of the mean |ln(estimate ÷ actual)| over the lines from 30 s

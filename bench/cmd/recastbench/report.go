@@ -567,14 +567,12 @@ func render(dir string, runs []*runResult, notes string) string {
 			co = fmt.Sprintf("%d, %s", rc.attempts, rc.locked)
 		}
 		var ph []string
-		etaOff := "–" // a copy too short to measure
 		for _, s := range rc.phaseSeconds(r.wall) {
 			ph = append(ph, fmt.Sprintf("%s %s", s.name, f0(s.last-s.first)))
-			if s.name == "copy" {
-				if printed, last, n := rc.etaError(s.last); n > 0 {
-					etaOff = fmt.Sprintf("×%s (×%s)", orDashF1(printed), orDashF1(last))
-				}
-			}
+		}
+		etaOff := "–" // a copy too short to measure, or one that did not end
+		if printed, last, n := rc.copyETAError(r.wall); n > 0 {
+			etaOff = fmt.Sprintf("×%s (×%s)", orDashF1(printed), orDashF1(last))
 		}
 		thr := "0"
 		if rc.throttledLines > 0 {
@@ -662,6 +660,10 @@ func render(dir string, runs []*runResult, notes string) string {
 	for _, load := range []string{"heavy", "light"} {
 		h := pick(runs, load, "recast")
 		if h == nil || h.rate == 0 {
+			continue
+		}
+		if !h.ok {
+			p("| %s: recast's p99 and tps targets | did not finish (exit %d after %s s; see *Failures* above) | n/a |\n", load, h.exit, f0(h.wall))
 			continue
 		}
 		p("| %s: foreground tps during recast ≥ 95%% of rate | %s of %s tps (%s%%) | %s |\n", load, f0(h.durTPS), f0(h.rate), f0(100*h.durTPS/h.rate), yes(h.durTPS >= 0.95*h.rate))
