@@ -185,12 +185,16 @@ func TestETACopyAverage(t *testing.T) {
 		}
 		return *s.ETA.Seconds, s.ETA.Text
 	}
-	start := []Reading{{At: t0, Rows: 0, Phase: PhaseCopy, EndBytes: -1, AppliedBytes: -1, Regime: "paced"}}
+	// start: a copy's first reading, at t0, in a new slice.
+	start := func(regime string) []Reading {
+		return []Reading{{At: t0, Rows: 0, Phase: PhaseCopy, EndBytes: -1, AppliedBytes: -1, Regime: regime}}
+	}
 
 	// 60 s at 500 rows/s, then a burst of 10 s at 5,500: over the last
 	// minute (ETAWindow) 80,000 rows, 1,333/s. From the last 5 s
 	// (5,500/s) it would read 166 s, from the whole copy 753 s.
-	rs := append(start, paced(t0, 0, "paced", append(repeat(60, 500), repeat(10, 5500)...))...)
+	rs := start("paced")
+	rs = append(rs, paced(t0, 0, "paced", append(repeat(60, 500), repeat(10, 5500)...))...)
 	want := float64(1_000_000-85_000) / (80_000.0 / 60)
 	if got, text := eta(rs); got < want-2 || got > want+2 {
 		t.Errorf("swinging paced copy: ETA %.0fs (%s), want %.0fs (the last minute's rate)", got, text, want)
@@ -199,7 +203,8 @@ func TestETACopyAverage(t *testing.T) {
 	// The same with the copy held for the last 5 s (the pacer measuring
 	// its baseline again): a number from the last minute (55 s at 500
 	// rows/s), not "measuring".
-	rs = append(start, paced(t0, 0, "paced", append(repeat(60, 500), repeat(5, 0)...))...)
+	rs = start("paced")
+	rs = append(rs, paced(t0, 0, "paced", append(repeat(60, 500), repeat(5, 0)...))...)
 	want = float64(1_000_000-30_000) / (27_500.0 / 60)
 	if got, text := eta(rs); got < want-2 || got > want+2 {
 		t.Errorf("held for 5 s: ETA %.0fs (%s), want %.0fs", got, text, want)
@@ -208,7 +213,8 @@ func TestETACopyAverage(t *testing.T) {
 	// A regime change (the application showed up: the copy went from full
 	// speed to paced) restarts the average: 60 s at 50,000 rows/s, then
 	// 20 s paced at 1,000.
-	rs = append(start, paced(t0, 0, "full", repeat(60, 50_000))...)
+	rs = start("full")
+	rs = append(rs, paced(t0, 0, "full", repeat(60, 50_000))...)
 	rs = append(rs, paced(t0.Add(60*time.Second), 3_000_000, "paced", repeat(20, 1000))...)
 	s := estimate(PhaseCopy, 5_000_000, rs, Throttle{})
 	want = float64(5_000_000-3_020_000) / 1000
@@ -218,7 +224,8 @@ func TestETACopyAverage(t *testing.T) {
 
 	// Less than RateWindow into a new regime: the last 5 s's rate (2 s at
 	// 50,000 rows/s and 3 at 1,000: 20,600).
-	rs = append(start, paced(t0, 0, "full", repeat(60, 50_000))...)
+	rs = start("full")
+	rs = append(rs, paced(t0, 0, "full", repeat(60, 50_000))...)
 	rs = append(rs, paced(t0.Add(60*time.Second), 3_000_000, "paced", repeat(3, 1000))...)
 	var m Meter
 	for _, r := range rs {
