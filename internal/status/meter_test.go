@@ -1,6 +1,7 @@
 package status
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -164,14 +165,6 @@ func paced(t0 time.Time, rows0 int64, regime string, rates []int64) []Reading {
 	return out
 }
 
-func repeat(n int, v int64) []int64 {
-	out := make([]int64, n)
-	for i := range out {
-		out[i] = v
-	}
-	return out
-}
-
 // TestETACopyAverage: a paced copy's ETA comes from its rate over the last
 // minute of its current regime, not from the last 5 s, which swing with
 // the duty.
@@ -194,7 +187,7 @@ func TestETACopyAverage(t *testing.T) {
 	// minute (ETAWindow) 80,000 rows, 1,333/s. From the last 5 s
 	// (5,500/s) it would read 166 s, from the whole copy 753 s.
 	rs := start("paced")
-	rs = append(rs, paced(t0, 0, "paced", append(repeat(60, 500), repeat(10, 5500)...))...)
+	rs = append(rs, paced(t0, 0, "paced", append(slices.Repeat([]int64{500}, 60), slices.Repeat([]int64{5500}, 10)...))...)
 	want := float64(1_000_000-85_000) / (80_000.0 / 60)
 	if got, text := eta(rs); got < want-2 || got > want+2 {
 		t.Errorf("swinging paced copy: ETA %.0fs (%s), want %.0fs (the last minute's rate)", got, text, want)
@@ -204,7 +197,7 @@ func TestETACopyAverage(t *testing.T) {
 	// its baseline again): a number from the last minute (55 s at 500
 	// rows/s), not "measuring".
 	rs = start("paced")
-	rs = append(rs, paced(t0, 0, "paced", append(repeat(60, 500), repeat(5, 0)...))...)
+	rs = append(rs, paced(t0, 0, "paced", append(slices.Repeat([]int64{500}, 60), slices.Repeat([]int64{0}, 5)...))...)
 	want = float64(1_000_000-30_000) / (27_500.0 / 60)
 	if got, text := eta(rs); got < want-2 || got > want+2 {
 		t.Errorf("held for 5 s: ETA %.0fs (%s), want %.0fs", got, text, want)
@@ -214,8 +207,8 @@ func TestETACopyAverage(t *testing.T) {
 	// speed to paced) restarts the average: 60 s at 50,000 rows/s, then
 	// 20 s paced at 1,000.
 	rs = start("full")
-	rs = append(rs, paced(t0, 0, "full", repeat(60, 50_000))...)
-	rs = append(rs, paced(t0.Add(60*time.Second), 3_000_000, "paced", repeat(20, 1000))...)
+	rs = append(rs, paced(t0, 0, "full", slices.Repeat([]int64{50_000}, 60))...)
+	rs = append(rs, paced(t0.Add(60*time.Second), 3_000_000, "paced", slices.Repeat([]int64{1000}, 20))...)
 	s := estimate(PhaseCopy, 5_000_000, rs, Throttle{})
 	want = float64(5_000_000-3_020_000) / 1000
 	if s.ETA.Seconds == nil || *s.ETA.Seconds < want-2 || *s.ETA.Seconds > want+2 {
@@ -225,8 +218,8 @@ func TestETACopyAverage(t *testing.T) {
 	// Less than RateWindow into a new regime: the last 5 s's rate (2 s at
 	// 50,000 rows/s and 3 at 1,000: 20,600).
 	rs = start("full")
-	rs = append(rs, paced(t0, 0, "full", repeat(60, 50_000))...)
-	rs = append(rs, paced(t0.Add(60*time.Second), 3_000_000, "paced", repeat(3, 1000))...)
+	rs = append(rs, paced(t0, 0, "full", slices.Repeat([]int64{50_000}, 60))...)
+	rs = append(rs, paced(t0.Add(60*time.Second), 3_000_000, "paced", slices.Repeat([]int64{1000}, 3))...)
 	var m Meter
 	for _, r := range rs {
 		m.Add(r)
