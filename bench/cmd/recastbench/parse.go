@@ -204,8 +204,9 @@ type recastLog struct {
 	locked            string
 	failure           string
 	lastElapsed       float64
-	copyLock          string     // "lock-free", "share (reason)", or "" (not logged: an older recast)
-	etas              []etaPoint // the copy's progress lines, for etaError
+	copyLock          string      // "lock-free", "share (reason)", or "" (not logged: an older recast)
+	etas              []etaPoint  // the copy's progress lines, for etaError
+	points            []progPoint // the copy's progress lines (new format), for computeSegments
 }
 
 // etaPoint is what a copy progress line says about the time the copy has
@@ -339,6 +340,10 @@ func parseRecast(path string) (*recastLog, error) {
 				left, _ = strconv.ParseFloat(l[1], 64)
 			}
 			out.leftRates = append(out.leftRates, left)
+			if phase == "copy" && m[4] != "" {
+				cr, _ := strconv.ParseFloat(m[4], 64)
+				out.points = append(out.points, progPoint{el: el, copyRate: cr, applied: ap, left: left, duty: parseDuty(m[10])})
+			}
 			out.backlogMax = max(out.backlogMax, bl)
 			if b := parseBytes(m[8]); b > out.backlogBytesMax {
 				out.backlogBytesMax = b

@@ -89,6 +89,10 @@ type runResult struct {
 	// "n/a" where missing) and recast's copy lock mode from its log
 	deadlocks, lockTimeouts, rowLockWaits string
 	copyLock                              string
+
+	// recast under load: the copy before and after its applier took
+	// over, and what followed it (computeSegments)
+	segments []segment
 }
 
 // reportEnv is what the report knows beyond the runs: whether the server
@@ -204,6 +208,7 @@ func loadRun(dir, load, name string) (*runResult, error) {
 		sb, err := parseSysbench(filepath.Join(dir, "sysbench.log"))
 		if err == nil {
 			r.computeSysbench(sb, sbStart, a0, a1)
+			r.computeSegments(sb, sbStart, a0)
 		}
 	}
 	return r, nil
@@ -594,6 +599,7 @@ func render(dir string, runs []*runResult, notes string) string {
 			orDash(strings.Join(ph, ", ")), f0(mean(rc.copyRates)), f0(in), left, f0(ap), ratio, sb, rc.backlogMax, backlogBytes, thr,
 			rc.changes, rc.wrote, co, f0(r.rssMiB), f1(r.cpuS), etaOff)
 	}
+	renderSegments(p, runs)
 	p("\n")
 
 	// ratios and targets
