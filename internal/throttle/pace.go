@@ -36,12 +36,17 @@ type Pacer struct {
 	// frequent than they were without it (tailClean).
 	window     []time.Duration
 	baseProbes []time.Duration
-	since      int           // probes since the last duty decision
-	decided    time.Time     // when the last decision was made
-	base       time.Duration // baseline: 0 until Begin
-	current    time.Duration // the latency the last decision saw
-	duty       float64
-	began      bool
+	// basePool: the probes the baseline is the p90 of: those before the
+	// copy, then each measurement's settled ones added (the last
+	// baselineKeep kept), so that one measurement's few probes do not set
+	// it alone (measure).
+	basePool []time.Duration
+	since    int           // probes since the last duty decision
+	decided  time.Time     // when the last decision was made
+	base     time.Duration // baseline: 0 until Begin
+	current  time.Duration // the latency the last decision saw
+	duty     float64
+	began    bool
 	// chunkEnd: when the copy's last chunk ended (Pause); the duty grows
 	// only while chunks run. lastPause: the pause given after it (near the
 	// floor a thread sleeps seconds between chunks: that is the duty's own
@@ -150,13 +155,15 @@ const (
 	// checkpoint, the replica's and the applier's share): the measurement
 	// goes on, up to measureMax, while the probe's latency is still
 	// falling (the p90 of the last measureStep below 0.9 × the step
-	// before's). And a measurement taken while the application was already
-	// active may raise the baseline by at most maxRaise: on the bench the
-	// probe stayed at 2× its pre-copy baseline for 10 s at a 2 % duty, and
-	// accepting that as the new base let the next minute's copy run at
-	// full duty (the limit grows with the base it is measured against). A
-	// baseline taken on a quiet server is not the application's: the
-	// first measurement with the application active replaces it whole.
+	// before's). A measurement taken while the application was already
+	// active adds its settled probes (the last measureStep) to the pool
+	// the baseline is the p90 of (basePool), and moves the baseline by at
+	// most maxRaise either way: on the bench the probe stayed at 2× its
+	// pre-copy baseline for 10 s at a 2 % duty, and accepting that as the
+	// new base let the next minute's copy run at full duty (the limit
+	// grows with the base it is measured against). A baseline taken on a
+	// quiet server is not the application's: the first measurement with
+	// the application active replaces it, and the pool, whole.
 	measureFor    = 1250 * time.Millisecond
 	measureMax    = 5 * time.Second
 	measureStep   = 500 * time.Millisecond
@@ -324,10 +331,29 @@ func (p *Pacer) measure(d time.Duration, now time.Time) {
 	if len(last) < measureMin {
 		last = all
 	}
-	base := max(percentile(last, 0.9), minBaseline)
-	if !p.baseQuiet && p.base > 0 && float64(base) > maxRaise*float64(p.base) {
-		p.cfg.Logger.Debug("pacing: baseline raise limited", "measured", base, "was", p.base, "max_raise", maxRaise)
-		base = time.Duration(maxRaise * float64(p.base))
+	measured := max(percentile(last, 0.9), minBaseline)
+	limited := !p.baseQuiet && p.base > 0 && float64(measured) > maxRaise*float64(p.base)
+	var base time.Duration
+	if p.baseQuiet || p.base == 0 {
+		// A quiet server's probes are not the application's: replaced whole.
+		p.basePool = append(p.basePool[:0], all...)
+		base = measured
+	} else {
+		// The p90 of the pool, not of this measurement's probes alone, and
+		// moved by at most maxRaise either way. Taken from the last 500 ms
+		// of one measurement (about 10 probes), the baseline followed
+		// their noise, and with raises limited and falls not, it ratcheted
+		// down: on session 23's bench (MariaDB 10.11, heavy load) the
+		// first measurement took it from 2.42 ms (100 probes before the
+		// copy) to 1.16 ms, and the probe's p90 stayed at 2.5-4.5 ms with
+		// the copy at its 0.4 % floor, 400 rows a second, the applier
+		// writing nothing yet (ETA 1h12m for 1M rows).
+		p.basePool = keepLast(append(p.basePool, last...), baselineKeep)
+		base = max(percentile(p.basePool, 0.9), minBaseline)
+		base = min(max(base, time.Duration(float64(p.base)/maxRaise)), time.Duration(maxRaise*float64(p.base)))
+	}
+	if limited {
+		p.cfg.Logger.Debug("pacing: baseline raise limited", "measured", measured, "was", p.base, "max_raise", maxRaise)
 	} else if p.baseQuiet {
 		p.baseProbes = append(p.baseProbes[:0], all...) // a quiet server's are not the application's
 	} else {
@@ -421,7 +447,7 @@ func (p *Pacer) Begin(ctx context.Context) {
 		if n >= baselineMin || quiet || time.Now().After(deadline) || ctx.Err() != nil {
 			p.began, p.decided, p.rebased = true, time.Now(), time.Now()
 			p.base, p.baseQuiet = max(percentile(p.before, 0.9), minBaseline), !p.seen
-			p.baseProbes = slices.Clone(p.before)
+			p.baseProbes, p.basePool = slices.Clone(p.before), slices.Clone(p.before)
 			base := p.base
 			p.mu.Unlock()
 			p.cfg.Logger.Info("pacing the copy by a probe transaction's latency", "baseline_p90", base, "probes", n,

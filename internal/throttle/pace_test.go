@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -518,14 +519,17 @@ func TestPacerActivity(t *testing.T) {
 // TestPacerRebase: while the application is active the baseline is
 // measured again every rebaseEvery, the copy held meanwhile. The
 // measurement goes on while the probe is still falling (the copy's
-// after-effects), up to measureMax; it may lower the baseline freely but
-// raise it by at most maxRaise (unless the baseline was taken before the
-// application was seen); too few probes (slow ones) keep the old baseline.
+// after-effects), up to measureMax; its settled probes join the pool the
+// baseline is the p90 of, and it moves the baseline by at most maxRaise
+// either way (unless the baseline was taken before the application was
+// seen: then it replaces it); too few probes (slow ones) keep the old
+// baseline.
 func TestPacerRebase(t *testing.T) {
 	p := NewPacer(PacerConfig{Ratio: 2, Probe: func(context.Context) error { return nil }})
 	t0 := time.Now()
 	p.began, p.base, p.duty, p.decided, p.rebased, p.probes, p.seen = true, time.Millisecond, 0.5, t0, t0, 1, true
 	p.baseProbes = probesEvery(baselineKeep, 0, time.Millisecond, time.Millisecond)
+	p.basePool = slices.Clone(p.baseProbes)
 	now := t0.Add(rebaseEvery)
 	measure := func(lat func(time.Duration) time.Duration) time.Duration {
 		t.Helper()
@@ -547,21 +551,29 @@ func TestPacerRebase(t *testing.T) {
 		return now.Sub(start)
 	}
 	// Flat at 4 ms against a 1 ms baseline taken with the application:
-	// ends after measureFor, the raise limited.
+	// ends after measureFor. Its last 500 ms (10 probes) are a tenth of
+	// the pool: the pool's p90 is still 1 ms.
 	if held := measure(func(time.Duration) time.Duration { return 4 * time.Millisecond }); held > measureFor+100*time.Millisecond {
 		t.Errorf("a flat measurement held the copy %v, want about %v", held, measureFor)
 	}
+	if p.base != time.Millisecond {
+		t.Fatalf("baseline %v after one measurement of 4ms against a pool of 1ms, want 1ms", p.base)
+	}
+	// A second one: the pool's p90 is 4 ms, the raise limited to maxRaise.
+	now = now.Add(rebaseEvery)
+	measure(func(time.Duration) time.Duration { return 4 * time.Millisecond })
 	if want := time.Duration(maxRaise * float64(time.Millisecond)); p.base != want {
-		t.Fatalf("baseline %v after measuring 4ms against 1ms, want %v (raise limited)", p.base, want)
+		t.Fatalf("baseline %v after measuring 4ms twice against 1ms, want %v (raise limited)", p.base, want)
 	}
 	// ... and its probes are not the application's tail (tailClean).
 	if len(p.baseProbes) != baselineKeep || slices.Max(p.baseProbes) != time.Millisecond {
 		t.Fatalf("baseline probes replaced by a measurement whose raise was limited: %d, slowest %v", len(p.baseProbes), slices.Max(p.baseProbes))
 	}
 	// Falling from 8 ms by 1 ms every 500 ms down to 2 ms: the measurement
-	// lasts until it stops falling; the baseline (4 ms) drops to the
-	// settled 2 ms.
-	p.base = 4 * time.Millisecond
+	// lasts until it stops falling; with a pool of its own probes only,
+	// the baseline (4 ms) falls towards the settled 2 ms, by at most
+	// maxRaise.
+	p.base, p.basePool = 4*time.Millisecond, nil
 	now = now.Add(rebaseEvery)
 	held := measure(func(e time.Duration) time.Duration {
 		return max(8*time.Millisecond-time.Duration(e/(500*time.Millisecond))*time.Millisecond, 2*time.Millisecond)
@@ -569,8 +581,11 @@ func TestPacerRebase(t *testing.T) {
 	if held < 3*time.Second || held > measureMax {
 		t.Errorf("a falling measurement held the copy %v, want until it settles (≥ 3s, ≤ %v)", held, measureMax)
 	}
-	if p.base != 2*time.Millisecond {
-		t.Fatalf("baseline %v after the probe settled at 2ms, want 2ms", p.base)
+	if want := time.Duration(float64(4*time.Millisecond) / maxRaise); p.base != want {
+		t.Fatalf("baseline %v after the probe settled at 2ms, want %v (4ms lowered by at most maxRaise)", p.base, want)
+	}
+	if len(p.basePool) != int(measureStep/(50*time.Millisecond)) || slices.Max(p.basePool) != 2*time.Millisecond {
+		t.Fatalf("pool after a falling measurement: %v, want its settled last %v only", p.basePool, measureStep)
 	}
 	// ... and its probes join the earlier baseline's, the last baselineKeep kept.
 	if n := len(p.baseProbes); n != baselineKeep || p.baseProbes[0] != time.Millisecond || p.baseProbes[n-1] != 2*time.Millisecond ||
@@ -713,5 +728,62 @@ func TestSessionLoad(t *testing.T) {
 		if got := (ActiveSession{Statement: c.stmt, Seconds: c.secs}).load(); got != c.load {
 			t.Errorf("%q running %d s: load %v, want %v", c.stmt, c.secs, got, c.load)
 		}
+	}
+}
+
+// TestPacerBaselineNoRatchet: with the application's latency the same
+// before and during the copy, measuring the baseline again every minute
+// keeps it near the p90 before the copy. Each measurement's last 500 ms
+// (10 probes) miss the tail about half the time; taken as the baseline
+// alone, with raises limited and falls not, they ratcheted it down to the
+// fast probes' latency within a few minutes (session 23's bench, heavy
+// load: 2.42 ms before the copy, 1.16 ms after the first measurement, the
+// copy at its floor for an hour).
+func TestPacerBaselineNoRatchet(t *testing.T) {
+	const fast, slow = time.Millisecond, 2400 * time.Microsecond
+	rng := rand.New(rand.NewPCG(23, 1))
+	draw := func() time.Duration { // 15 % slow: p90 2.4 ms
+		if rng.Float64() < 0.15 {
+			return slow
+		}
+		return fast
+	}
+	p := NewPacer(PacerConfig{Ratio: 1.5, Probe: func(context.Context) error { return nil }})
+	t0 := time.Now()
+	p.probes, p.seen, p.lastActive = 1, true, t0
+	for range baselineKeep {
+		p.before = append(p.before, draw())
+	}
+	for percentile(p.before, 0.9) != slow { // a pre-copy sample whose p90 is the distribution's
+		p.before = append(p.before[1:], draw())
+	}
+	p.began, p.base, p.duty, p.decided, p.rebased = true, slow, 0.5, t0, t0
+	p.baseProbes, p.basePool = slices.Clone(p.before), slices.Clone(p.before)
+	now := t0
+	lowest, lowWindows := p.base, 0
+	for m := range 30 {
+		now = now.Add(rebaseEvery)
+		p.observe(draw(), now)
+		if !p.measuring {
+			t.Fatalf("measurement %d did not start", m)
+		}
+		start := now
+		for p.measuring {
+			now = now.Add(50 * time.Millisecond)
+			p.observe(draw(), now)
+		}
+		if percentile(p.measuredSince(now.Add(-measureStep), now), 0.9) == fast {
+			lowWindows++
+		}
+		if now.Sub(start) > measureMax+time.Second {
+			t.Fatal("a measurement outlasted measureMax")
+		}
+		lowest = min(lowest, p.base)
+	}
+	if lowWindows < 5 {
+		t.Fatalf("only %d of 30 measurements' last 500 ms had a p90 of the fast probes: the test does not exercise the ratchet", lowWindows)
+	}
+	if floor := time.Duration(float64(slow) / maxRaise); lowest < floor || p.base > slow {
+		t.Errorf("baseline fell to %v (now %v) over 30 measurements of the same latency, want ≥ %v and ≤ %v", lowest, p.base, floor, slow)
 	}
 }
