@@ -29,14 +29,19 @@
 # one-row autocommit upsert every 50 ms on a connection of its own), and the
 # line shows its per-second p90 before and during the run, mean and × before:
 # what the pacer sees, whatever its own baseline and decisions were (it adds
-# 20 one-row commits a second to every run's load). Output in
-# bench/out/ab-<timestamp>/.
+# 20 one-row commits a second to every run's load). With AB_LIMIT=S each
+# recast run is stopped (SIGINT) after S seconds and what it left is removed
+# (`recast cleanup`): the runs are compared over their first S seconds
+# (sysbench's p99 and the rows copied by then, from the last progress
+# line), e.g. a copy's first half at a load where its second takes an hour.
+# Output in bench/out/ab-<timestamp>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH:/usr/sbin"
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 RATE=500 ROWS=1000000 BASE=20 FLAVOR=mariadb-10.11 PROBE=0
+LIMIT=${AB_LIMIT:-}
 while [ $# -gt 0 ]; do
 	case $1 in
 	--flavor) FLAVOR=$2; shift 2 ;;
@@ -84,9 +89,17 @@ for spec in "$@"; do
 	(while kill -0 "$sbpid" 2>/dev/null; do age | awk '$1 == "Innodb_checkpoint_age" {print $2}'; sleep 1; done) >"$OUT/$label.ckpt" &
 	t0=$(date +%s.%N)
 	# shellcheck disable=SC2086 # FLAGS are split on purpose
-	"$bin" migrate --host 127.0.0.1 --port "$PORT" --user recast --password recast --database sbtest --table sbtest1 \
-		--alter FORCE --execute --drop-old-table --progress-interval 1s $flags >"$OUT/$label.log" 2>&1
-	t1=$(date +%s.%N)
+	migrate=("$bin" migrate --host 127.0.0.1 --port "$PORT" --user recast --password recast --database sbtest --table sbtest1
+		--alter FORCE --execute --drop-old-table --progress-interval 1s $flags)
+	if [ -n "$LIMIT" ]; then
+		timeout -s INT "$LIMIT" "${migrate[@]}" >"$OUT/$label.log" 2>&1 || true
+		t1=$(date +%s.%N)
+		"$bin" cleanup --host 127.0.0.1 --port "$PORT" --user recast --password recast --database sbtest --table sbtest1 \
+			>"$OUT/$label.cleanup.log" 2>&1
+	else
+		"${migrate[@]}" >"$OUT/$label.log" 2>&1
+		t1=$(date +%s.%N)
+	fi
 	sleep 10
 	kill "$sbpid" $prpid
 	wait "$sbpid" $prpid 2>/dev/null || true
@@ -124,4 +137,8 @@ if probe:
         print(f"{label} probe p90 of each second: before mean {st.mean(pb):.2f} ms, during mean {st.mean(pd):.2f} (×{st.mean(pd) / st.mean(pb):.1f})")
 PY
 	awk '{printf "%d ", $1 / 1048576} END {print "(checkpoint age, MiB, each second)"}' "$OUT/$label.ckpt" | tee -a "$OUT/ab.txt"
+	if [ -n "$LIMIT" ]; then
+		grep -o 'recast: [^ ]* \[copy\] copy [0-9.]*% ([0-9]*/~[0-9]* rows' "$OUT/$label.log" | tail -1 |
+			sed "s/^/$label stopped after ${LIMIT} s: /" | tee -a "$OUT/ab.txt"
+	fi
 done
