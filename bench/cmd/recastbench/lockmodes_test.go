@@ -113,14 +113,7 @@ func TestParseETAError(t *testing.T) {
 			i, float64(i), i*1000, 100-i, 100-i)
 	}
 	b.WriteString("recast: 101s [checksum] copy done (100000 rows) | apply 0 ev/s vs in 0 ev/s, backlog 0 ev (0 B, caught up) | ETA unknown: checksum running (no estimate), then cut-over\n")
-	path := filepath.Join(t.TempDir(), "tool.log")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rc, err := parseRecast(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rc := parseRecastText(t, b.String())
 	printed, last, n := rc.copyETAError(102)
 	// The copy ends at 100 s (the checksum's first line, at 101 s, reports
 	// on (100, 101]); lines from 30 s to 80 s (20 s or more left): 51.
@@ -130,12 +123,7 @@ func TestParseETAError(t *testing.T) {
 	// A run stopped during its copy (the harness's time limit) has no end
 	// to measure against: nothing.
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if err := os.WriteFile(path, []byte(strings.Join(lines[:len(lines)-1], "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if rc, err = parseRecast(path); err != nil {
-		t.Fatal(err)
-	}
+	rc = parseRecastText(t, strings.Join(lines[:len(lines)-1], "\n")+"\n")
 	if p, l, n := rc.copyETAError(102); p != 0 || l != 0 || n != 0 {
 		t.Errorf("a copy that did not end: ×%v (×%v) over %d lines, want nothing", p, l, n)
 	}

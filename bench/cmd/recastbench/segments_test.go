@@ -8,6 +8,20 @@ import (
 	"testing"
 )
 
+// parseRecastText is parseRecast on a tool.log holding text.
+func parseRecastText(t *testing.T, text string) *recastLog {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tool.log")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := parseRecast(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
 // TestComputeSegments: a lock-free copy whose applier left everything to
 // the copy for 10 s and then applied nearly everything for 10 s, then a
 // checksum; sysbench's p99 differs in each part, and the table shows each
@@ -24,14 +38,7 @@ func TestComputeSegments(t *testing.T) {
 			i, float64(i), i*1000, rate, applied, applied, left, duty)
 	}
 	b.WriteString("recast: 21s [checksum] copy done (100000 rows) | apply 1100 ev/s vs in 1100 ev/s, backlog 0 ev (0 B, caught up) | lag 127.0.0.1:14307 0s | ETA unknown: checksum running (no estimate), then cut-over\n")
-	path := filepath.Join(t.TempDir(), "tool.log")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rc, err := parseRecast(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rc := parseRecastText(t, b.String())
 	if len(rc.points) != 20 || rc.points[0].duty != 0.01 || rc.points[19].duty != 0.004 {
 		t.Fatalf("points: %+v", rc.points)
 	}
