@@ -92,8 +92,14 @@ for spec in "$@"; do
 	migrate=("$bin" migrate --host 127.0.0.1 --port "$PORT" --user recast --password recast --database sbtest --table sbtest1
 		--alter FORCE --execute --drop-old-table --progress-interval 1s $flags)
 	if [ -n "$LIMIT" ]; then
-		timeout -s INT "$LIMIT" "${migrate[@]}" >"$OUT/$label.log" 2>&1 || true
+		rc=0
+		timeout -s INT "$LIMIT" "${migrate[@]}" >"$OUT/$label.log" 2>&1 || rc=$?
 		t1=$(date +%s.%N)
+		case $rc in
+		0) ended="finished before the limit of ${LIMIT} s" ;;
+		124) ended="stopped after ${LIMIT} s" ;;
+		*) ended="failed (exit $rc)" ;;
+		esac
 		"$bin" cleanup --host 127.0.0.1 --port "$PORT" --user recast --password recast --database sbtest --table sbtest1 \
 			>"$OUT/$label.cleanup.log" 2>&1
 	else
@@ -139,6 +145,6 @@ PY
 	awk '{printf "%d ", $1 / 1048576} END {print "(checkpoint age, MiB, each second)"}' "$OUT/$label.ckpt" | tee -a "$OUT/ab.txt"
 	if [ -n "$LIMIT" ]; then
 		grep -o 'recast: [^ ]* \[copy\] copy [0-9.]*% ([0-9]*/~[0-9]* rows' "$OUT/$label.log" | tail -1 |
-			sed "s/^/$label stopped after ${LIMIT} s: /" | tee -a "$OUT/ab.txt"
+			sed "s/^/$label $ended: /" | tee -a "$OUT/ab.txt"
 	fi
 done

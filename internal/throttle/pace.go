@@ -353,7 +353,7 @@ func (p *Pacer) measure(d time.Duration, now time.Time) {
 		base = min(max(base, time.Duration(float64(p.base)/maxRaise)), time.Duration(maxRaise*float64(p.base)))
 	}
 	if limited {
-		p.cfg.Logger.Debug("pacing: baseline raise limited", "measured", measured, "was", p.base, "max_raise", maxRaise)
+		p.cfg.Logger.Debug("pacing: a measurement over the raise limit (its probes left out of the tail's share)", "measured", measured, "was", p.base, "max_raise", maxRaise)
 	} else if p.baseQuiet {
 		p.baseProbes = append(p.baseProbes[:0], all...) // a quiet server's are not the application's
 	} else {
