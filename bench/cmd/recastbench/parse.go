@@ -315,8 +315,9 @@ func parseRecast(path string) (*recastLog, error) {
 			} else {
 				out.phases[n-1].last = el
 			}
+			cr := -1.0 // the line's copy rows/s; -1: it shows none (copy done)
 			if m[4] != "" {
-				cr, _ := strconv.ParseFloat(m[4], 64)
+				cr, _ = strconv.ParseFloat(m[4], 64)
 				if phase == "copy" {
 					out.copyRates = append(out.copyRates, cr)
 					if rm := rcRowsRE.FindStringSubmatch(m[3]); rm != nil {
@@ -340,8 +341,7 @@ func parseRecast(path string) (*recastLog, error) {
 				left, _ = strconv.ParseFloat(l[1], 64)
 			}
 			out.leftRates = append(out.leftRates, left)
-			if phase == "copy" && m[4] != "" {
-				cr, _ := strconv.ParseFloat(m[4], 64)
+			if phase == "copy" && cr >= 0 {
 				out.points = append(out.points, progPoint{el: el, copyRate: cr, applied: ap, left: left, duty: parseDuty(m[10])})
 			}
 			out.backlogMax = max(out.backlogMax, bl)

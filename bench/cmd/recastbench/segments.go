@@ -1,7 +1,6 @@
 package main
 
 import (
-	"math"
 	"regexp"
 	"strconv"
 )
@@ -164,7 +163,7 @@ func renderSegments(p func(string, ...any), runs []*runResult) {
 
 // timesOf is a ÷ b as "N.N×", or "–" without a b.
 func timesOf(a, b float64) string {
-	if b <= 0 || math.IsNaN(a) {
+	if b <= 0 {
 		return "–"
 	}
 	return f1(a/b) + "×"
