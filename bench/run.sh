@@ -65,7 +65,7 @@ declare -A VARIANTS=([share]=--copy-lock=share) # recast-share: the locking copy
 VARIANT_NAMES=""
 QUIET_MAX=${BENCH_QUIET_MAX:-30}         # wait before a run until the machine is at most this % busy...
 QUIET_TIMEOUT=${BENCH_QUIET_TIMEOUT:-30} # ...but no longer than this (s); 0: do not wait
-DIRTY_MAX=${BENCH_DIRTY_MAX:-32}           # before a run under load, wait until the page cache holds at most this many MiB dirty or under write-back...
+DIRTY_MAX=${BENCH_DIRTY_MAX:-32}           # before each run (idle ones too since session 24), wait until the page cache holds at most this many MiB dirty or under write-back...
 DIRTY_PAGES_MAX=${BENCH_DIRTY_PAGES_MAX:-1024} # ...and the buffer pools of the primary and the replica at most this many dirty pages (flushed meanwhile)...
 DIRTY_TIMEOUT=${BENCH_DIRTY_TIMEOUT:-60}   # ...but no longer than this (s); 0: do not wait
 NICE=${BENCH_NICE:-}     # nice value of the bench and everything it starts (default: -10 as root)
@@ -477,9 +477,9 @@ if ! grep -q '^table' "$OUT/setup.env"; then
 			echo "between runs=the replica catches up (MASTER_GTID_WAIT), then FLUSH + PURGE BINARY LOGS BEFORE NOW() on both"
 		fi
 		echo "under load=sysbench starts ${BASELINE} s before the alter (first 5 s = warm-up, not in the baseline) and stops ${TAIL} s after it"
-		echo "idle runs=each tool $IDLE_REPEAT times, round-robin; the ratios use the medians"
+		echo "idle runs=each tool $IDLE_REPEAT times, round-robin (odd rounds in the tools' order, even ones reversed); the ratios use the medians"
 		if [ "$DIRTY_TIMEOUT" != 0 ]; then
-			echo "before a run under load=it waits up to $DIRTY_TIMEOUT s until the page cache holds at most $DIRTY_MAX MiB dirty or under write-back and the primary's and the replica's buffer pools at most $DIRTY_PAGES_MAX dirty pages, which they flush meanwhile (innodb_max_dirty_pages_pct 0, restored after): the run before's binlogs and pages otherwise come back as write-back bursts in the next baseline"
+			echo "before each run=it waits up to $DIRTY_TIMEOUT s until the page cache holds at most $DIRTY_MAX MiB dirty or under write-back and the primary's and the replica's buffer pools at most $DIRTY_PAGES_MAX dirty pages, which they flush meanwhile (innodb_max_dirty_pages_pct 0, restored after): the run before's binlogs and pages otherwise come back as write-back bursts in the next baseline, or in the next idle run's wall time"
 		fi
 		echo "priority=the bench and everything it starts (sandbox servers, sysbench, the tools) run at nice $NICE (process and session autogroup: $(cat /proc/$$/autogroup 2>/dev/null || echo n/a)), I/O class best-effort 0; before each run it waits up to $QUIET_TIMEOUT s for the machine to be ≤ $QUIET_MAX % busy"
 		[ -n "$RECAST_FLAGS" ] && echo "extra recast flags=$RECAST_FLAGS"
@@ -656,7 +656,15 @@ run_one() { # run_one LOAD TOOL REP
 	fix_leftovers
 	purge_binlogs
 	WRITEBACK_INFO=""
-	[ "$load" = idle ] || [ "$DIRTY_TIMEOUT" = 0 ] || wait_writeback "$load $name"
+	# Idle runs wait too (session 24), so that no idle run's wall time
+	# holds the run before's write-back. In the same order every time,
+	# recast's idle runs came right after pt-osc's and recast-share's after
+	# recast's: session 24's run read the lock-free copy's median 15.4 s
+	# against the locking copy's 14.6 s (session 23's 16.0 against 15.6),
+	# an idle-only run of the two with no pt-osc between 11.4 against
+	# 11.6 s. Waiting did not remove the difference (14.8 against 14.0 s,
+	# bench/out/20261128-043758): the order alternates too (the runs).
+	[ "$DIRTY_TIMEOUT" = 0 ] || wait_writeback "$load $name"
 	wait_quiet "$load $name"
 	"$RB" cpu mark --pids "$$,$SANDBOX_PIDS" --out "$dir/cpu.mark"
 	{
@@ -757,8 +765,13 @@ for load in idle light heavy; do
 	has "$ONLY" "$load" || continue
 	if [ "$load" = idle ]; then
 		say "idle: $TOOLS, $IDLE_REPEAT times each"
+		# Odd repetitions in the order of --tools, even ones in reverse, so
+		# that each tool does not always follow the same one (recast
+		# followed pt-osc in every repetition until session 24).
 		for rep in $(seq 1 "$IDLE_REPEAT"); do
-			for tool in ${TOOLS//,/ }; do
+			order=${TOOLS//,/ }
+			[ $((rep % 2)) = 0 ] && order=$(printf '%s\n' $order | tac | tr '\n' ' ')
+			for tool in $order; do
 				run_one idle "$tool" "$rep"
 			done
 		done
