@@ -663,7 +663,8 @@ run_one() { # run_one LOAD TOOL REP
 	# against the locking copy's 14.6 s (session 23's 16.0 against 15.6),
 	# an idle-only run of the two with no pt-osc between 11.4 against
 	# 11.6 s. Waiting did not remove the difference (14.8 against 14.0 s,
-	# bench/out/20261128-043758): the order alternates too (the runs).
+	# bench/out/20261128-043758), so the order alternates too (the idle loop
+	# below).
 	[ "$DIRTY_TIMEOUT" = 0 ] || wait_writeback "$load $name"
 	wait_quiet "$load $name"
 	"$RB" cpu mark --pids "$$,$SANDBOX_PIDS" --out "$dir/cpu.mark"
