@@ -94,6 +94,12 @@ type Config struct {
 	// AppRows knows nothing of the application now: the history is not
 	// it, and its rows since the start are not read yet.
 	AtStart *atomic.Bool
+	// Resumed: the start position is a killed run's checkpoint. An XA
+	// transaction prepared before it may have had its rows applied to the
+	// new table by that run; its XA ROLLBACK, met now, cannot be told
+	// apart from one whose rows the stream never saw, and is refused
+	// (ErrXA) instead of passing unseen with its rows left in the table.
+	Resumed bool
 }
 
 // Stream reads the binlog from a position and returns the watched table's
@@ -527,6 +533,9 @@ func (s *Stream) trackXA(q string) error {
 		delete(s.preparedXA, xid)
 		if ok && touched {
 			return fmt.Errorf("%w: XA ROLLBACK of a prepared transaction whose changes to the watched table were already streamed", ErrXA)
+		}
+		if !ok && s.cfg.Resumed {
+			return fmt.Errorf("%w: XA ROLLBACK of a transaction prepared before the resumed run's start; the killed run may have applied its changes", ErrXA)
 		}
 	}
 	return nil

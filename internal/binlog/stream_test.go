@@ -516,6 +516,52 @@ func TestXARollback(t *testing.T) {
 	}
 }
 
+// TestXARollbackResumed: an XA transaction prepared before a resumed
+// run's start and rolled back after it. The killed run may have applied
+// its rows; the resumed stream cannot tell, and refuses the ROLLBACK. A
+// stream that is not a resume lets it pass (its rows were never read:
+// the copy does not see a prepared transaction's rows).
+func TestXARollbackResumed(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT PRIMARY KEY)")
+	tb := loadTable(t, db, schema, "t")
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{"XA START 'd'", "INSERT INTO t VALUES (1)", "XA END 'd'", "XA PREPARE 'd'"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	from := currentPos(t, db)
+	for _, q := range []string{"XA ROLLBACK 'd'", "INSERT INTO t VALUES (3)"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for _, resumed := range []bool{false, true} {
+		cfg := testConfig(t, tb, "")
+		cfg.Resumed = resumed
+		s := openStream(t, cfg, from)
+		nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		ev, err := s.Next(nctx)
+		for err == nil && len(ev.Rows) == 0 {
+			ev, err = s.Next(nctx)
+		}
+		cancel()
+		switch {
+		case resumed && !errors.Is(err, ErrXA):
+			t.Errorf("resumed: %v, %+v; want ErrXA before the next row", err, ev)
+		case !resumed && (err != nil || len(ev.Rows) != 1):
+			t.Errorf("not resumed: %v, %+v; want the row inserted after the ROLLBACK", err, ev)
+		}
+	}
+}
+
 func TestOpenErrors(t *testing.T) {
 	if testutil.Server(t).MySQL() {
 		t.Skip("MariaDB's UUID and INET6 types do not exist on MySQL")

@@ -28,8 +28,10 @@ import (
 )
 
 // Version is the checkpoint format this recast writes. Version 1 (before
-// GTID positions) is still read: it resumes by file+offset.
-const Version = 2
+// GTID positions) is still read: it resumes by file+offset. Version 2's
+// watermark is read but for keys with ENUM, SET, BIT, FLOAT or DOUBLE
+// columns (NumberedSince).
+const Version = 3
 
 // minVersion is the oldest format Read accepts.
 const minVersion = 1
@@ -127,8 +129,8 @@ func Read(ctx context.Context, db *sql.DB, schema, t string) (State, error) {
 	return s, nil
 }
 
-// EncodeKey turns key values (as the copier binds them: string or []byte)
-// into the checkpoint's form.
+// EncodeKey turns key values (as the copier binds them, table.KeyArg:
+// strings, bytes, numbers) into the checkpoint's form.
 func EncodeKey(vals []any) [][]byte {
 	if vals == nil {
 		return nil
@@ -148,19 +150,27 @@ func EncodeKey(vals []any) [][]byte {
 }
 
 // DecodeKey turns the checkpoint's form back into values to bind, typed by
-// the key columns of t: bytes for binary columns, strings otherwise.
-func DecodeKey(t *table.Table, cols []string, raw [][]byte) []any {
+// the key columns of t (table.ParseKeyArg).
+func DecodeKey(t *table.Table, cols []string, raw [][]byte) ([]any, error) {
 	if raw == nil {
-		return nil
+		return nil, nil
+	}
+	if len(raw) != len(cols) {
+		return nil, fmt.Errorf("the checkpoint's watermark has %d values for a key of %d columns", len(raw), len(cols))
 	}
 	out := make([]any, len(raw))
 	for i, b := range raw {
-		c := t.Columns[t.ColumnIndex(cols[i])]
-		if c.Charset == "" && table.IsBinaryType(c.DataType) {
-			out[i] = b
-		} else {
-			out[i] = string(b)
+		v, err := table.ParseKeyArg(t.Columns[t.ColumnIndex(cols[i])], b)
+		if err != nil {
+			return nil, fmt.Errorf("the checkpoint's watermark: %w", err)
 		}
+		out[i] = v
 	}
-	return out
+	return out, nil
 }
+
+// NumberedSince is the first format whose watermark holds the numbers
+// table.KeyArg binds for ENUM, SET, BIT, FLOAT and DOUBLE key columns;
+// earlier ones held what the server prints, from which a copy's bounds
+// were not exact (table.KeyArg).
+const NumberedSince = 3

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -26,6 +27,9 @@ var keyTable = &table.Table{Schema: "s", Name: "t", Columns: []table.Column{
 	{Name: "bl", DataType: "blob"},
 	{Name: "d", DataType: "decimal"},
 	{Name: "txt", DataType: "text", Charset: "latin1"}, // a text column is not binary
+	{Name: "e", DataType: "enum", Elements: []string{"sms", "email"}},
+	{Name: "f", DataType: "float"},
+	{Name: "bt", DataType: "bit"},
 }}
 
 func TestEncodeKey(t *testing.T) {
@@ -43,32 +47,40 @@ func TestEncodeKey(t *testing.T) {
 }
 
 func TestDecodeKey(t *testing.T) {
-	if got := DecodeKey(keyTable, []string{"id"}, nil); got != nil {
-		t.Errorf("DecodeKey(nil) = %#v, want nil", got)
+	if got, err := DecodeKey(keyTable, []string{"id"}, nil); got != nil || err != nil {
+		t.Errorf("DecodeKey(nil) = %#v, %v; want nil", got, err)
 	}
-	cols := []string{"ID", "b", "c", "bl", "d", "txt"} // column names match case-insensitively
-	got := DecodeKey(keyTable, cols, [][]byte{[]byte("1"), {0, 1}, []byte("x"), {0xff}, []byte("-1.50"), []byte("t")})
-	want := []any{"1", []byte{0, 1}, "x", []byte{0xff}, "-1.50", "t"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("DecodeKey = %#v, want %#v", got, want)
+	cols := []string{"ID", "b", "c", "bl", "d", "txt", "e", "f", "bt"} // column names match case-insensitively
+	got, err := DecodeKey(keyTable, cols, [][]byte{[]byte("1"), {0, 1}, []byte("x"), {0xff}, []byte("-1.50"), []byte("t"),
+		[]byte("2"), []byte("0.10000000149011612"), []byte("4095")})
+	want := []any{"1", []byte{0, 1}, "x", []byte{0xff}, "-1.50", "t", uint64(2), float64(float32(0.1)), uint64(4095)}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("DecodeKey = %#v, %v; want %#v", got, err, want)
+	}
+	// A format-2 watermark of an ENUM key held the member's name: not a number.
+	if got, err := DecodeKey(keyTable, []string{"e"}, [][]byte{[]byte("email")}); err == nil {
+		t.Errorf("DecodeKey(ENUM 'email') = %#v; want an error", got)
+	}
+	if got, err := DecodeKey(keyTable, []string{"id", "c"}, [][]byte{[]byte("1")}); err == nil {
+		t.Errorf("DecodeKey(1 value, 2 columns) = %#v; want an error", got)
 	}
 }
 
 // TestKeyRoundTrip: values as the copier binds them survive the checkpoint's
 // JSON, byte for byte, including bytes that are not valid UTF-8.
 func TestKeyRoundTrip(t *testing.T) {
-	cols := []string{"id", "b", "c", "bl"}
+	cols := []string{"id", "b", "c", "bl", "e", "f", "bt"}
 	cases := [][]any{
-		{"0", []byte{}, "", []byte{}},
-		{"-9223372036854775808", []byte{0, 0, 0}, "a\x00b", []byte{0x80, 0xfe, 0xff}},
-		{"18446744073709551615", bytes.Repeat([]byte{0xc3}, 300), strings.Repeat("ü", 100), []byte("\"quoted\" \\ and \n")},
+		{"0", []byte{}, "", []byte{}, uint64(0), float64(0), uint64(0)},
+		{"-9223372036854775808", []byte{0, 0, 0}, "a\x00b", []byte{0x80, 0xfe, 0xff}, uint64(1), float64(float32(-1.17549435e-38)), uint64(1)},
+		{"18446744073709551615", bytes.Repeat([]byte{0xc3}, 300), strings.Repeat("ü", 100), []byte("\"quoted\" \\ and \n"), uint64(2), float64(float32(3.4e38)), uint64(1 << 63)},
 	}
 	for i, vals := range cases {
 		s := State{Key: cols, Watermark: EncodeKey(vals)}
 		raw := writeRead(t, s)
-		got := DecodeKey(keyTable, cols, raw.Watermark)
-		if !reflect.DeepEqual(got, vals) {
-			t.Errorf("case %d: round trip = %#v, want %#v", i, got, vals)
+		got, err := DecodeKey(keyTable, cols, raw.Watermark)
+		if err != nil || !reflect.DeepEqual(got, vals) {
+			t.Errorf("case %d: round trip = %#v, %v; want %#v", i, got, err, vals)
 		}
 	}
 }
@@ -149,8 +161,10 @@ func TestReadErrors(t *testing.T) {
 			func(err error) bool { return err != nil && strings.Contains(err.Error(), "unreadable") }},
 		{"old format", ptr(`{"version":0}`), nil,
 			func(err error) bool { return err != nil && strings.Contains(err.Error(), "has format 0") }},
-		{"newer format", ptr(`{"version":3,"alter":"x"}`), nil,
-			func(err error) bool { return err != nil && strings.Contains(err.Error(), "has format 3") }},
+		{"newer format", ptr(fmt.Sprintf(`{"version":%d,"alter":"x"}`, Version+1)), nil,
+			func(err error) bool {
+				return err != nil && strings.Contains(err.Error(), fmt.Sprintf("has format %d", Version+1))
+			}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

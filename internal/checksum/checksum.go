@@ -557,7 +557,7 @@ func (c *checker) walker(todo []chunk) func(context.Context) (chunk, bool, error
 			return chunk{}, false, nil
 		}
 		where, args := table.RangeWhere(c.cfg.KeySource, lo, nil)
-		q := dbconn.Tag + "SELECT " + order + " FROM " + c.cfg.Source.QuotedName() +
+		q := dbconn.Tag + "SELECT " + table.KeySelect(c.cfg.Source, c.cfg.KeySource) + " FROM " + c.cfg.Source.QuotedName() +
 			" FORCE INDEX (" + table.QuoteIdent(c.cfg.KeyIndex) + ") WHERE " + where +
 			" ORDER BY " + order + fmt.Sprintf(" LIMIT 1 OFFSET %d", c.cfg.ChunkRows-1)
 		hi, err := table.ScanKey(ctx, c.db, c.cfg.Source, c.cfg.KeySource, q, args...)
@@ -609,7 +609,7 @@ func (c *checker) repair(ctx context.Context, ch chunk) (int, error) {
 	for {
 		// The piece's upper end: the maxRows-th key after lo, below ch.hi.
 		where, args := table.RangeWhere(c.cfg.KeySource, lo, ch.hi)
-		q := dbconn.Tag + "SELECT " + order + " FROM " + c.cfg.Source.QuotedName() +
+		q := dbconn.Tag + "SELECT " + table.KeySelect(c.cfg.Source, c.cfg.KeySource) + " FROM " + c.cfg.Source.QuotedName() +
 			" FORCE INDEX (" + table.QuoteIdent(c.cfg.KeyIndex) + ") WHERE " + where +
 			" ORDER BY " + order + fmt.Sprintf(" LIMIT 1 OFFSET %d", maxRows-1)
 		mid, err := table.ScanKey(ctx, c.db, c.cfg.Source, c.cfg.KeySource, q, args...)

@@ -225,7 +225,7 @@ func (c *Copier) Run(ctx context.Context) error {
 	if c.cfg.Start != nil {
 		// Resuming past the end: nothing is left to copy.
 		where, args := table.RangeWhere(k, c.cfg.Start, hi)
-		past, err := table.ScanKey(ctx, c.db, c.cfg.Source, k, dbconn.Tag+"SELECT "+order+" FROM "+src+force+" WHERE "+where+" LIMIT 1", args...)
+		past, err := table.ScanKey(ctx, c.db, c.cfg.Source, k, dbconn.Tag+"SELECT "+table.KeySelect(c.cfg.Source, k)+" FROM "+src+force+" WHERE "+where+" LIMIT 1", args...)
 		if err != nil {
 			return fmt.Errorf("copy: resume after %v: %w", c.cfg.Start, err)
 		}
@@ -250,7 +250,7 @@ func (c *Copier) Run(ctx context.Context) error {
 			size := c.chunk.Load()
 			// The chunk's end: the size-th key after lo, or hi when fewer remain.
 			where, args := table.RangeWhere(k, lo, hi)
-			q := dbconn.Tag + "SELECT " + order + " FROM " + src + force + " WHERE " + where +
+			q := dbconn.Tag + "SELECT " + table.KeySelect(c.cfg.Source, k) + " FROM " + src + force + " WHERE " + where +
 				" ORDER BY " + order + fmt.Sprintf(" LIMIT 1 OFFSET %d", size-1)
 			end, err := c.scanKey(gctx, q, args...)
 			if err != nil {
@@ -597,7 +597,7 @@ func (c *Copier) keyAt(ctx context.Context, lo, hi []any, row int) ([]any, error
 	k := c.cfg.KeyColumns
 	order := strings.Join(quoteAll(k), ", ")
 	where, args := table.RangeWhere(k, lo, hi)
-	q := dbconn.Tag + "SELECT " + order + " FROM " + c.cfg.Source.QuotedName() + " FORCE INDEX (" + table.QuoteIdent(c.cfg.KeyIndex) + ") WHERE " + where +
+	q := dbconn.Tag + "SELECT " + table.KeySelect(c.cfg.Source, k) + " FROM " + c.cfg.Source.QuotedName() + " FORCE INDEX (" + table.QuoteIdent(c.cfg.KeyIndex) + ") WHERE " + where +
 		" ORDER BY " + order + fmt.Sprintf(" LIMIT 1 OFFSET %d", row-1)
 	return c.scanKey(ctx, q, args...)
 }
@@ -634,7 +634,7 @@ func (c *Copier) selectList() string {
 // (every row above it is the applier's alone). nil: the table is empty.
 func (c *Copier) highestKey(ctx context.Context) ([]any, error) {
 	src := c.cfg.Source.QuotedName()
-	hi, err := c.scanKey(ctx, dbconn.Tag+"SELECT "+strings.Join(quoteAll(c.cfg.KeyColumns), ", ")+" FROM "+src+
+	hi, err := c.scanKey(ctx, dbconn.Tag+"SELECT "+table.KeySelect(c.cfg.Source, c.cfg.KeyColumns)+" FROM "+src+
 		" FORCE INDEX ("+table.QuoteIdent(c.cfg.KeyIndex)+") ORDER BY "+desc(c.cfg.KeyColumns)+" LIMIT 1")
 	if err != nil {
 		return nil, fmt.Errorf("copy: read the highest key of %s: %w", src, err)

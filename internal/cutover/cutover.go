@@ -406,6 +406,14 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server, fl fla
 		prepare = prepare[:2]
 		lockStmt = dbconn.Tag + "LOCK TABLES " + tbl + " WRITE"
 	}
+	// The sentry's name holds recast's sentry or nothing. Another table
+	// there is the original of a swap that went through (an attempt that
+	// failed after its RENAME): dropped, the application's rows would go.
+	if tabs, err := srv.tables(ctx, cfg.Schema, SentryName(cfg.Table)); err != nil {
+		return st, fmt.Errorf("%w: look for the sentry: %w", errRetry, err)
+	} else if c, ok := tabs[SentryName(cfg.Table)]; ok && c != SentryComment {
+		return st, fmt.Errorf("table %s exists and is not recast's sentry: it may be the original table of a swap that went through; it is left as it is (see recast cleanup)", sentry)
+	}
 	for _, s := range prepare {
 		if _, err := connA.ExecContext(ctx, s); err != nil {
 			return st, fmt.Errorf("%w: prepare the sentry: %w", errRetry, err)
@@ -482,6 +490,7 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server, fl fla
 		}
 	}
 
+	cfg.Pause(ctx, "verified")
 	if inLock {
 		// The ghost first takes a name that sorts after T (as on MariaDB,
 		// below): B's LOCK TABLES requests its locks in name order, and

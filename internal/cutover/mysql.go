@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/recast-osc/recast/internal/dbconn"
@@ -56,12 +58,24 @@ func swapUnderLock(ctx, lctx context.Context, cfg Config, srv server, ss swapSes
 	*refs.renameDone = done
 	*refs.bOwned = false
 	*refs.bQueued = ss.bID
+	// queuedBehindA: set once B has been seen waiting behind A's lock.
+	// Whichever way A's lock ends after that (its UNLOCK, or its session
+	// killed or its connection lost), B is granted T before any statement
+	// queued on it. B granted before that means A's session ended while
+	// nothing waited behind it: the application's statements may have
+	// written to T since the drain, and B must not swap (with no sentry on
+	// MySQL, nothing else stops its RENAME).
+	var queuedBehindA atomic.Bool
 	cfg.Armed() // from now on the RENAME may complete
 	go func() {
 		bctx := context.WithoutCancel(ctx)
 		_, err := ss.b.ExecContext(bctx, dbconn.Tag+"LOCK TABLES "+tbl+" WRITE, "+ghost+" WRITE")
 		if err == nil {
-			_, err = ss.b.ExecContext(bctx, dbconn.Tag+"RENAME TABLE "+tbl+" TO "+old+", "+ghost+" TO "+tbl)
+			if queuedBehindA.Load() {
+				_, err = ss.b.ExecContext(bctx, dbconn.Tag+"RENAME TABLE "+tbl+" TO "+old+", "+ghost+" TO "+tbl)
+			} else {
+				err = errGrantedEarly
+			}
 			if _, uerr := ss.b.ExecContext(bctx, "UNLOCK TABLES"); uerr != nil && err == nil {
 				cfg.Logger.Warn("cut-over: UNLOCK TABLES after the swap failed; closing the session releases the lock", "err", uerr)
 			}
@@ -78,6 +92,14 @@ func swapUnderLock(ctx, lctx context.Context, cfg Config, srv server, ss swapSes
 		cfg.Disarmed()
 		return fmt.Errorf("%w: %w", errRetry, err)
 	}
+	// A answers after B was seen waiting: A held T meanwhile, and B, which
+	// requests T first, was waiting on T. (Had A's session ended first, B
+	// could have been granted T and be waiting on the ghost's lock.)
+	if err := ss.a.PingContext(lctx); err != nil {
+		cfg.Disarmed()
+		return fmt.Errorf("%w: the locking session is gone: %w", errRetry, err)
+	}
+	queuedBehindA.Store(true)
 	st.queue = time.Since(queued)
 	cfg.Pause(ctx, "rename-waiting")
 	*refs.finished = true // A's UNLOCK hands T to B, which swaps
@@ -111,6 +133,10 @@ func swapUnderLock(ctx, lctx context.Context, cfg Config, srv server, ss swapSes
 
 // errNotGranted: B's LOCK TABLES failed (never granted): nothing renamed.
 var errNotGranted = fmt.Errorf("the swap session's LOCK TABLES failed")
+
+// errGrantedEarly: B's LOCK TABLES was granted before B had been seen
+// queued behind A (A's session ended early): B unlocked without renaming.
+var errGrantedEarly = errors.New("the swap session was granted the table before it had queued behind the lock (the locking session ended early); it did not swap")
 
 // stopQueued ends session id, whose LOCK TABLES is queued behind A's lock
 // (so it cannot have been granted), and waits for its goroutine. It

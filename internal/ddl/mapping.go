@@ -78,7 +78,7 @@ func Map(source, ghost *table.Table, a *Analysis) ([]ColumnPair, error) {
 }
 
 // errNoSharedKeyCause is the cause SharedKey reports when no key qualifies.
-const errNoSharedKeyCause = "no usable key: recast needs a PRIMARY KEY or a UNIQUE key on NOT NULL columns present in both the old and the new table"
+const errNoSharedKeyCause = "no usable key: recast needs a PRIMARY KEY or a UNIQUE key on NOT NULL columns present in both the old and the new table (an ENUM, SET, BIT, FLOAT or DOUBLE column of the key must keep its type)"
 
 // SharedKey picks the key that chunks the source and identifies rows in both
 // tables: the first identifying key of the source (unique, every column NOT
@@ -94,7 +94,7 @@ func SharedKey(source, ghost *table.Table, pairs []ColumnPair) (src, gh []string
 	ghostKeys := ghost.IdentifyingKeys()
 	for _, k := range source.IdentifyingKeys() {
 		ks, kg, ok := mapKey(source, toGhost, k.Columns)
-		if !ok {
+		if !ok || !boundsCarry(source, ghost, ks, kg) {
 			continue
 		}
 		for _, gk := range ghostKeys {
@@ -110,7 +110,7 @@ func SharedKey(source, ghost *table.Table, pairs []ColumnPair) (src, gh []string
 	// unique key).
 	for _, k := range source.IdentifyingKeys() {
 		ks, kg, ok := mapKey(source, toGhost, k.Columns)
-		if !ok {
+		if !ok || !boundsCarry(source, ghost, ks, kg) {
 			continue
 		}
 		if as, _ := ApplyKey(source, ghost, pairs, ks, kg); as != nil {
@@ -119,6 +119,26 @@ func SharedKey(source, ghost *table.Table, pairs []ColumnPair) (src, gh []string
 	}
 	return nil, nil, newErr(errNoSharedKeyCause,
 		"add one first (with a plain ALTER TABLE), or change the ALTER so that the new table keeps a unique key of the old one")
+}
+
+// boundsCarry reports whether the key's values, bound as the copy binds
+// them (table.KeyArg), select the same rows in the new table as in the
+// old: a column bound as a number of its type's making (ENUM's index,
+// SET's mask, BIT, FLOAT and DOUBLE as read from the old type) keeps its
+// type exactly. The checksum compares the two tables range by range with
+// the old table's values.
+func boundsCarry(source, ghost *table.Table, src, gh []string) bool {
+	for i := range src {
+		sc := source.Columns[source.ColumnIndex(src[i])]
+		if !table.KeyNumbered(sc) {
+			continue
+		}
+		gi := ghost.ColumnIndex(gh[i])
+		if gi < 0 || !strings.EqualFold(sc.ColumnType, ghost.Columns[gi].ColumnType) {
+			return false
+		}
+	}
+	return true
 }
 
 // mapKey maps a source key's columns to ghost columns; ok is false when a

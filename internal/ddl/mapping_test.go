@@ -186,3 +186,49 @@ func TestSharedKeyNone(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedKeyBoundsCarry: a key column the copy binds as a number of its
+// type's making (ENUM, SET, BIT, FLOAT, DOUBLE) must keep its type, so that
+// the old table's bounds select the same rows in the new one; otherwise
+// another key is picked, or none.
+func TestSharedKeyBoundsCarry(t *testing.T) {
+	typed := func(tb *table.Table, col, dataType, columnType string) *table.Table {
+		i := tb.ColumnIndex(col)
+		tb.Columns[i].DataType, tb.Columns[i].ColumnType = dataType, columnType
+		return tb
+	}
+	cases := []struct {
+		name          string
+		source, ghost *table.Table
+		alter         string
+		want          []string // nil: no usable key
+	}{
+		{"enum kept", typed(tbl("a e b", "PRIMARY:a,e"), "e", "enum", "enum('x','y')"),
+			typed(tbl("a e b", "PRIMARY:a,e"), "e", "enum", "enum('x','y')"), "FORCE", []string{"a", "e"}},
+		{"enum reordered, no other key", typed(tbl("a e b", "PRIMARY:a,e"), "e", "enum", "enum('x','y')"),
+			typed(tbl("a e b", "PRIMARY:a,e"), "e", "enum", "enum('y','x')"), "MODIFY e ENUM('y','x') NOT NULL", nil},
+		{"enum reordered, unique id instead", typed(tbl("a e id", "PRIMARY:a,e", "u_id:id"), "e", "enum", "enum('x','y')"),
+			typed(tbl("a e id", "PRIMARY:a,e", "u_id:id"), "e", "enum", "enum('y','x')"), "MODIFY e ENUM('y','x') NOT NULL", []string{"id"}},
+		{"float to double", typed(tbl("f b", "PRIMARY:f"), "f", "float", "float"),
+			typed(tbl("f b", "PRIMARY:f"), "f", "double", "double"), "MODIFY f DOUBLE NOT NULL", nil},
+		{"int to bigint (text bounds)", tbl("id b", "PRIMARY:id"), typed(tbl("id b", "PRIMARY:id"), "id", "bigint", "bigint(20)"),
+			"MODIFY id BIGINT NOT NULL", []string{"id"}},
+	}
+	for _, tc := range cases {
+		ps, err := Map(tc.source, tc.ghost, mustAnalyze(t, tc.alter))
+		if err != nil {
+			t.Errorf("%s: Map: %v", tc.name, err)
+			continue
+		}
+		src, _, err := SharedKey(tc.source, tc.ghost, ps)
+		if tc.want == nil {
+			if err == nil || !strings.Contains(err.Error(), "must keep its type") {
+				t.Errorf("%s: SharedKey = %v, %v; want the no-usable-key error naming the type rule", tc.name, src, err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(src, tc.want) {
+			t.Errorf("%s: SharedKey = %v, %v; want %v", tc.name, src, err, tc.want)
+		}
+	}
+}

@@ -289,3 +289,63 @@ func presentIDs(t *testing.T, db *sql.DB) map[int64]bool {
 	}
 	return present
 }
+
+// TestCutOverLockHolderKilled: on MySQL (no sentry), the session holding
+// the cut-over's LOCK TABLES is killed after the drain, before the swap
+// session has queued behind it, and a row is inserted into t meanwhile.
+// The swap session, granted at once, must not swap in the undrained copy
+// (the row would stay in the old table): the attempt fails and the next one
+// swaps with the row.
+func TestCutOverLockHolderKilled(t *testing.T) {
+	if !testutil.Server(t).MySQL() {
+		t.Skip("MariaDB's cut-over has a sentry table: its swap fails while the sentry exists (TestKillDuringCutOver)")
+	}
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	// No AUTO_INCREMENT: nothing under lock after the drain uses the
+	// locking session, so its death is seen first by the swap session.
+	testutil.Exec(t, db,
+		"CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, v INT NOT NULL)",
+		"INSERT INTO t (id, v) SELECT seq, seq FROM seq_1_to_2000")
+	o := testOptions(t, schema, "t", "ADD COLUMN note INT NULL")
+	var killed atomic.Bool
+	o.Pause = func(ctx context.Context, point string) {
+		if point != "cutover:verified" || killed.Swap(true) {
+			return
+		}
+		var id int64
+		err := db.QueryRowContext(ctx, `SELECT th.PROCESSLIST_ID FROM performance_schema.metadata_locks m
+			JOIN performance_schema.threads th ON th.THREAD_ID = m.OWNER_THREAD_ID
+			WHERE m.OBJECT_SCHEMA = ? AND m.OBJECT_NAME = 't' AND m.LOCK_TYPE = 'SHARED_NO_READ_WRITE' AND m.LOCK_STATUS = 'GRANTED'`, schema).Scan(&id)
+		if err != nil {
+			t.Errorf("find the session holding LOCK TABLES t WRITE: %v", err)
+			return
+		}
+		if _, err := db.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil {
+			t.Errorf("kill the locking session %d: %v", id, err)
+			return
+		}
+		// With the lock gone the insert goes through: after the drain.
+		if _, err := db.ExecContext(ctx, "INSERT INTO t (id, v) VALUES (5000, 42)"); err != nil {
+			t.Errorf("insert with the locking session killed: %v", err)
+		}
+	}
+	res, err := runT(ctxFor(t, 2*time.Minute), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !killed.Load() {
+		t.Fatal("the cut-over never reached the point after its verification")
+	}
+	if res.CutOver.Attempts < 2 {
+		t.Errorf("cut-over: %d attempt(s); want the attempt whose locking session died to fail", res.CutOver.Attempts)
+	}
+	var v int
+	if err := db.QueryRow("SELECT v FROM t WHERE id = 5000").Scan(&v); err != nil || v != 42 {
+		t.Fatalf("the row inserted after the drain: v = %d, %v; want it in the new table", v, err)
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE note IS NULL").Scan(&n); err != nil || n != 2001 {
+		t.Fatalf("the new table: %d rows, %v; want 2001 with the new column", n, err)
+	}
+}

@@ -205,7 +205,7 @@ func (r *copyRun) openPipeline(ctx context.Context) error {
 		Host: o.Conn.Host, Port: uint16(o.Conn.Port), User: o.Conn.User, Password: o.Conn.Password,
 		Socket: o.Conn.Socket, TLSConfig: binlogTLS,
 		ServerID: o.ServerID, Table: m.source, MySQL: o.Conn.Server.MySQL(), Marks: marks, Logger: m.rt.Logger,
-		AppRows: &m.appRows, AtStart: &m.appAtStart, Own: ownTables(o.Table),
+		AppRows: &m.appRows, AtStart: &m.appAtStart, Own: ownTables(o.Table), Resumed: o.Resume,
 	}, r.startPos)
 	if err != nil {
 		return fmt.Errorf("open the binlog stream: %w", err)
@@ -232,13 +232,17 @@ func (r *copyRun) openPipeline(ctx context.Context) error {
 		cpDefer = r.def
 	}
 	r.ctl.setCopyLock(lockFree, lockWhy, r.def) // copy_lock.go
+	start, err := checkpoint.DecodeKey(m.source, plan.KeySource, r.state.Watermark)
+	if err != nil {
+		return fmt.Errorf("--resume: %w: run recast cleanup and start over", err)
+	}
 	r.cp, err = copier.New(m.db, copier.Config{
 		Source: m.source, Ghost: r.ghostQ,
 		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan), SourceExprs: plan.CopyExprs,
 		KeyColumns: plan.KeySource, KeyIndex: plan.KeyIndex,
 		ChunkTime: o.ChunkTime, MaxChunk: o.MaxChunkRows, Threads: o.Threads, Logger: m.rt.Logger, Throttle: r.ctl.throttleWait, Pace: r.ctl.pace,
 		AfterChunk: func(ctx context.Context, lo, hi []any) error { return r.ver.Missing(ctx, m.db, lo, hi) },
-		Start:      checkpoint.DecodeKey(m.source, plan.KeySource, r.state.Watermark),
+		Start:      start,
 		Defer:      cpDefer, Marks: r.marksQ,
 	})
 	if err != nil || r.def == nil || o.Resume || len(ghostUniques(plan)) > 0 {

@@ -238,6 +238,9 @@ func TestFidelity(t *testing.T) {
 	if only == "" || strings.Contains(only, "checksum") {
 		t.Run("checksum-changed-types", testChecksumChangedTypes)
 	}
+	if only == "" || strings.Contains(only, "key-types") {
+		t.Run("key-types", testKeyTypes) // keytypes_test.go
+	}
 }
 
 // fidelityGlobals sets the server's sql_mode and time_zone for the test and

@@ -128,6 +128,9 @@ func run(ctx context.Context, opts Options, rt Runtime, start time.Time, oldName
 	if err != nil {
 		return nil, err
 	}
+	if m.opts.Table != opts.Table { // lower_case_table_names=1 (serverNames)
+		oldName = OldTableName(m.opts.Table, opts.TimestampOldTable, start)
+	}
 	m.oldName, m.hooks = oldName, hk
 	defer m.db.Close()
 	defer m.release()
@@ -209,6 +212,10 @@ func connect(ctx context.Context, opts Options, rt Runtime) (*migrator, error) {
 		return nil, err
 	}
 	sem, err := dbconn.ReadSemantics(ctx, db, opts.Conn)
+	if err == nil {
+		opts.Database, opts.Table, err = serverNames(ctx, db, opts.Database, opts.Table)
+		opts.Conn.Schema = opts.Database
+	}
 	_ = db.Close()
 	if err != nil {
 		return nil, err
@@ -218,6 +225,22 @@ func connect(ctx context.Context, opts Options, rt Runtime) (*migrator, error) {
 		return nil, err
 	}
 	return &migrator{opts: opts, rt: rt, db: db, sem: sem}, nil
+}
+
+// serverNames returns the schema's and the table's names as the server
+// keeps them: lower case under lower_case_table_names=1, where the server
+// folds the names it is given, and the binary log carries the folded ones
+// (the stream matches its events by name, byte for byte: given Orders for
+// orders, it saw none of the table's changes).
+func serverNames(ctx context.Context, db *sql.DB, schema, tbl string) (string, string, error) {
+	var lctn int
+	if err := db.QueryRowContext(ctx, dbconn.Tag+"SELECT @@lower_case_table_names").Scan(&lctn); err != nil {
+		return "", "", fmt.Errorf("read lower_case_table_names: %w", err)
+	}
+	if lctn == 1 {
+		return strings.ToLower(schema), strings.ToLower(tbl), nil
+	}
+	return schema, tbl, nil
 }
 
 type migrator struct {

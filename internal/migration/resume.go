@@ -15,6 +15,7 @@ import (
 	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/flavor"
 	"github.com/recast-osc/recast/internal/table"
+	"github.com/recast-osc/recast/internal/throttle"
 )
 
 // prepareGhost creates the ghost and the checkpoint table and records the
@@ -76,6 +77,9 @@ func (m *migrator) prepareGhost(ctx context.Context) (*Plan, checkpoint.State, e
 // resumeGhost loads the checkpoint and the ghost of an interrupted run.
 func (m *migrator) resumeGhost(ctx context.Context) (*Plan, checkpoint.State, error) {
 	o := m.opts
+	if err := m.endOrphans(ctx); err != nil {
+		return nil, checkpoint.State{}, err
+	}
 	if err := m.restoreSwapName(ctx); err != nil {
 		return nil, checkpoint.State{}, err
 	}
@@ -103,6 +107,14 @@ func (m *migrator) resumeGhost(ctx context.Context) (*Plan, checkpoint.State, er
 	if !slices.EqualFunc(plan.KeySource, st.Key, strings.EqualFold) {
 		return nil, st, fmt.Errorf("--resume: the checkpoint's key (%s) is not the key recast picks now (%s): run recast cleanup and start over",
 			strings.Join(st.Key, ","), strings.Join(plan.KeySource, ","))
+	}
+	if st.Version < checkpoint.NumberedSince && st.Watermark != nil {
+		for _, k := range plan.KeySource {
+			if table.KeyNumbered(m.source.Columns[m.source.ColumnIndex(k)]) {
+				return nil, st, fmt.Errorf("--resume: the checkpoint was written by an older recast, whose copy bounds for the key's %s column %s were not exact: run recast cleanup and start over",
+					strings.ToUpper(m.source.Columns[m.source.ColumnIndex(k)].DataType), table.QuoteIdent(k))
+			}
+		}
 	}
 	if m.resume != nil { // where checkResume found the stream can start
 		st.SetPos(m.resume.start)
@@ -132,8 +144,15 @@ func checkpointLoop(ctx context.Context, every time.Duration, save func(context.
 }
 
 // killedAfterSwap reports whether a killed run completed the swap: its
-// checkpoint is there, the ghost is gone and the old table sits under the
-// sentry's name (killed before renaming it) or under the old table's name.
+// checkpoint is there, the ghost is gone (under its own name and under the
+// name it takes for the swap) and the old table sits under the sentry's
+// name (killed before renaming it) or under the old table's name.
+//
+// The swap name counts: on MySQL a run killed between the ghost's rename
+// for the swap and the swap itself left the ghost there and T untouched,
+// with no sentry; an old table of an earlier migration under the old
+// table's name then read as this run's, and the resume dropped the ghost
+// and reported the ALTER done.
 func (m *migrator) killedAfterSwap(ctx context.Context) (bool, error) {
 	o := m.opts
 	exists := func(name string) (bool, string, error) { return table.Exists(ctx, m.db, o.Database, name) }
@@ -141,9 +160,11 @@ func (m *migrator) killedAfterSwap(ctx context.Context) (bool, error) {
 	if err != nil || !chk {
 		return false, err
 	}
-	ghost, _, err := exists(GhostName(o.Table))
-	if err != nil || ghost {
-		return false, err
+	for _, g := range []string{GhostName(o.Table), cutover.SwapName(o.Table)} {
+		ghost, _, err := exists(g)
+		if err != nil || ghost {
+			return false, err
+		}
 	}
 	sentry, comment, err := exists(sentryName(o.Table))
 	if err != nil || sentry {
@@ -345,4 +366,88 @@ func definitionDiff(want, got *table.Table) string {
 		diffs = append(diffs, fmt.Sprintf("indexes %s, expected %s", g, w))
 	}
 	return strings.Join(diffs, "; ")
+}
+
+// orphanWait bounds the wait for a killed run's statements to end.
+const orphanWait = 2 * time.Minute
+
+// endOrphans ends the statements a killed run left running on the ghost
+// and waits until they are gone. The server notices a client gone only
+// when its statement ends: a lock-free copy chunk's INSERT ... SELECT
+// (reading a snapshot older than the changes the resumed run replays), an
+// applier's or a repair's write could otherwise commit a stale row after
+// the resumed run had applied a newer change to it. Its statements are
+// recognised by recast's tag and the ghost's name (under its own name or
+// the swap's), in this schema; the per-table lock, held now, keeps any
+// live run of this table away.
+func (m *migrator) endOrphans(ctx context.Context) error {
+	o := m.opts
+	names := []string{table.QuoteIdent(GhostName(o.Table)), table.QuoteIdent(cutover.SwapName(o.Table))}
+	find := func() ([]int64, error) {
+		rows, err := m.db.QueryContext(ctx, dbconn.Tag+`SELECT ID, IFNULL(DB, ''), INFO FROM information_schema.PROCESSLIST
+			WHERE ID <> CONNECTION_ID() AND INFO LIKE '/* recast */%'`)
+		if err != nil {
+			return nil, fmt.Errorf("--resume: look for the killed run's statements: %w", err)
+		}
+		defer rows.Close()
+		var ids []int64
+		for rows.Next() {
+			var id int64
+			var db, info string
+			if err := rows.Scan(&id, &db, &info); err != nil {
+				return nil, err
+			}
+			if orphanOf(info, db, o.Database, names) {
+				ids = append(ids, id)
+			}
+		}
+		return ids, rows.Err()
+	}
+	ids, err := find()
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	m.rt.Logger.Info("resume: ending statements the killed run left running on the new table", "sessions", ids)
+	for _, id := range ids {
+		if _, err := m.db.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil && dbconn.Number(err) != dbconn.ErNoSuchThread {
+			return fmt.Errorf("--resume: end session %d, which the killed run left writing to the new table (it could write a stale row): %w", id, err)
+		}
+	}
+	deadline := time.Now().Add(orphanWait)
+	for {
+		left, err := find()
+		if err != nil || len(left) == 0 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("--resume: sessions %v, which the killed run left writing to the new table, did not end within %s (killed; still rolling back?): resume again once they are gone", left, orphanWait)
+		}
+		if err := throttle.Sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// orphanOf tells whether a tagged statement (its text info, run in
+// database db) writes to one of the ghost's names in schema.
+func orphanOf(info, db, schema string, names []string) bool {
+	qs := table.QuoteIdent(schema) + "."
+	for _, n := range names {
+		for rest, at := info, 0; ; {
+			i := strings.Index(rest, n)
+			if i < 0 {
+				break
+			}
+			before := info[:at+i]
+			if strings.HasSuffix(before, ".") {
+				if strings.HasSuffix(before, qs) {
+					return true // schema.name
+				}
+			} else if db == schema {
+				return true // name, in the session's schema
+			}
+			rest, at = rest[i+len(n):], at+i+len(n)
+		}
+	}
+	return false
 }

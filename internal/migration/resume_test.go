@@ -2,6 +2,7 @@ package migration
 
 import (
 	"bufio"
+	"context"
 	"database/sql"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/testutil"
 	"github.com/recast-osc/recast/internal/workload"
 )
@@ -123,6 +125,14 @@ type resumeCase struct {
 	deferred []string
 	// alter, when set, replaces the default ALTER (ADD COLUMN note INT NULL).
 	alter string
+	// orphan: after the kill, a statement of recast's kind that writes to
+	// the new table is still running (as a killed run's chunk can be); the
+	// resume must end it before it starts.
+	orphan bool
+	// earlierOld: an earlier migration's old table is there under the old
+	// table's name (_wl_old); both runs pass --drop-old-table, and it must
+	// stay as it was.
+	earlierOld bool
 }
 
 // TestResumeAfterKill: a migration killed with SIGKILL at 30% and 80% of the
@@ -133,6 +143,7 @@ func TestResumeAfterKill(t *testing.T) {
 		{name: "copy-30pct", fraction: 0.3, rows: 20000},
 		{name: "copy-80pct", fraction: 0.8, rows: 20000},
 		{name: "catch-up", pauseAt: "caught-up", rows: 5000},
+		{name: "orphan-statement", pauseAt: "caught-up", rows: 3000, orphan: true},
 		{name: "by-file-offset", fraction: 0.5, rows: 10000, start: "file"},
 		{name: "by-gtid-only", fraction: 0.5, rows: 10000, start: "gtid-only"},
 		{name: "deferred-indexes", pauseAt: "copy-done", rows: 5000, deferred: []string{"i_bi", "vc_p"}},
@@ -152,12 +163,19 @@ func TestResumeAfterKill(t *testing.T) {
 // the original table in place or the new one swapped in complete; the
 // application never sees the table missing, and --resume finishes the job.
 func TestKillDuringCutOver(t *testing.T) {
-	for _, p := range []string{"cutover:before-lock", "cutover:locked", "cutover:drained", "cutover:rename-waiting", "cutover:sentry-dropped"} {
+	for _, p := range []string{"cutover:before-lock", "cutover:locked", "cutover:drained", "cutover:verified", "cutover:rename-waiting", "cutover:sentry-dropped"} {
 		t.Run(strings.ReplaceAll(p, ":", "-"), func(t *testing.T) {
 			t.Parallel()
 			runKillResume(t, resumeCase{pauseAt: p, rows: 3000})
 		})
 	}
+	// Killed with the ghost renamed for the swap (on MySQL, no sentry
+	// then) while an earlier migration's old table is there: the resume
+	// must not take that table for this run's and call the swap done.
+	t.Run("cutover-rename-waiting-earlier-old", func(t *testing.T) {
+		t.Parallel()
+		runKillResume(t, resumeCase{pauseAt: "cutover:rename-waiting", rows: 3000, earlierOld: true})
+	})
 }
 
 func runKillResume(t *testing.T, c resumeCase) {
@@ -180,6 +198,11 @@ func runKillResume(t *testing.T, c resumeCase) {
 	o := testOptions(t, schema, "wl", alter)
 	if testutil.Server(t).MySQL() {
 		extra = append(extra, "--experimental-mysql")
+	}
+	if c.earlierOld {
+		testutil.Exec(t, db, "CREATE TABLE _wl_old (id INT PRIMARY KEY, what VARCHAR(40))", "INSERT INTO _wl_old VALUES (1, 'an earlier migration')")
+		extra = append(extra, "--drop-old-table")
+		o.DropOldTable = true
 	}
 	k := startRecast(t, o, c.pauseAt, extra...)
 	if c.pauseAt != "" {
@@ -227,6 +250,31 @@ func runKillResume(t *testing.T, c resumeCase) {
 	}
 	k.kill(t)
 	time.Sleep(300 * time.Millisecond) // the application goes on meanwhile
+	orphanDone := make(chan error, 1)
+	orphanStart := time.Now()
+	if c.orphan {
+		// It writes nothing (SLEEP returns 0, or 1 when interrupted), locks
+		// no row of wl, and would run for 60 s.
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		go func() {
+			_, err := conn.ExecContext(context.Background(), dbconn.Tag+"INSERT IGNORE INTO "+testutil.QuoteIdent(schema)+".`_wl_new` (id) SELECT 1 FROM DUAL WHERE SLEEP(60) = 2")
+			orphanDone <- err
+		}()
+		for { // until it runs
+			var n int
+			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '/* recast */ INSERT IGNORE%SLEEP(60)%'").Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 
 	saved := checkpointState()
 	indexes := func(tbl string) []string {
@@ -264,6 +312,20 @@ func runKillResume(t *testing.T, c resumeCase) {
 	res, err := runT(ctx, o)
 	if err != nil {
 		t.Fatalf("resume: %v\nkilled run's log:\n%s", err, k.output())
+	}
+	if c.orphan {
+		select {
+		case err := <-orphanDone:
+			if err == nil {
+				t.Errorf("the orphan statement ended without an error: not killed")
+			}
+			t.Logf("orphan statement ended after %s: %v", time.Since(orphanStart).Round(time.Millisecond), err)
+		default:
+			t.Errorf("the resumed run finished while the orphan statement on the new table still ran")
+		}
+		if !strings.Contains(logBuf.String(), "ending statements the killed run left running") {
+			t.Errorf("the resume did not log ending the orphan statement")
+		}
 	}
 	start := ""
 	for l := range strings.SplitSeq(logBuf.String(), "\n") {
@@ -313,6 +375,19 @@ func runKillResume(t *testing.T, c resumeCase) {
 	}
 	if got := tableNames(t, db, schema); strings.Join(got, ",") != "_wl_old,wl" {
 		t.Errorf("tables left: %v", got)
+	}
+	if c.earlierOld {
+		var what string
+		if err := db.QueryRowContext(ctx, "SELECT what FROM _wl_old WHERE id = 1").Scan(&what); err != nil || what != "an earlier migration" {
+			t.Errorf("the earlier migration's old table: %q, %v; want it untouched", what, err)
+		}
+	}
+	if c.alter == "" {
+		// The ALTER took effect: the resumed run did not call a swap done
+		// that had not happened.
+		if _, err := db.ExecContext(ctx, "SELECT note FROM wl LIMIT 1"); err != nil {
+			t.Errorf("after the resume wl has no column note: %v", err)
+		}
 	}
 }
 

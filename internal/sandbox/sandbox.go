@@ -225,7 +225,7 @@ func Up(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 	// 1. mariadb-install-db, all instances at once.
 	log.Info("initialising datadirs", "dir", dir, "instances", cfg.Replicas+1)
 	if err := forEach(sb.Instances(), func(_ int, inst Instance) error {
-		return installDataDir(ctx, bins, inst)
+		return installDataDir(ctx, bins, inst, cfg.ServerArgs)
 	}); err != nil {
 		return sb, err
 	}
@@ -487,7 +487,10 @@ func checkPortFree(port int) error {
 	return l.Close()
 }
 
-func installDataDir(ctx context.Context, bins binaries, inst Instance) error {
+// installDataDir creates inst's datadir. serverArgs are the instance's
+// extra server options: MySQL takes --lower-case-table-names when it
+// initialises the datadir (the server refuses another value later).
+func installDataDir(ctx context.Context, bins binaries, inst Instance, serverArgs []string) error {
 	for _, d := range []string{inst.DataDir, tmpDir(inst)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("sandbox: %w", err)
@@ -503,6 +506,11 @@ func installDataDir(ctx context.Context, bins binaries, inst Instance) error {
 			"--log-error=" + filepath.Join(filepath.Dir(inst.DataDir), "init.log")}
 		if u := rootUser(); u != "" {
 			args = append(args, "--user="+u)
+		}
+		for _, a := range serverArgs {
+			if strings.HasPrefix(strings.ReplaceAll(a, "_", "-"), "--lower-case-table-names") {
+				args = append(args, a)
+			}
 		}
 		return runInstall(ctx, installDB, args, inst)
 	}
