@@ -41,12 +41,17 @@
 //
 // Why no write reaches the old table after P: T is locked by A from step 1
 // to step 4 and by B from step 4 to B's UNLOCK, with no statement on T
-// granted in between. The binlog stream checks it (Armed is called before
-// B's request: from then on T's events are held and counted as lost).
+// granted in between. The binlog stream checks it (Armed is called once
+// the drain is done: from then on T's events are held, and counted as lost
+// if the swap happens).
 // Why a crash is safe: before step 4, A holds T, so B cannot have been
 // granted; a failed attempt kills B before A unlocks (no sentry stops B
-// here). If A's session dies after step 3, B (granted first) swaps a
-// drained ghost, which is what step 4 does anyway. If B dies, its LOCK
+// here). If A's session dies after A has seen B queued and A has answered
+// a ping after that, B (granted first) swaps a drained ghost, which is
+// what step 4 does anyway. If it dies earlier (a long-lock killer, a lost
+// connection), the application's writes reach T after the drain and B's
+// LOCK TABLES is granted at once: B then unlocks without renaming, and the
+// attempt fails (TestCutOverLockHolderKilled). If B dies, its LOCK
 // TABLES is released and its RENAME happened entirely or not at all; the
 // outcome is read back from the server (resolveSwap). max_write_lock_count
 // set low would let queued DML jump B; the stream's check then fails the
@@ -139,10 +144,15 @@ type Config struct {
 	Blockers *mdl.Policy
 	// WaitApplied blocks until every change before p has been applied to the ghost.
 	WaitApplied func(ctx context.Context, p binlog.Position) error
-	// Armed is called just before the sentry is dropped: from then on the
-	// RENAME of T may complete, and the binlog stream will show it.
+	// Armed is called once the drain under the lock is done: from then on
+	// the RENAME of T may complete (the binlog stream will show it), and
+	// every row change read is held, not applied: none may reach the ghost
+	// while it is renamed for the swap. With the lock held there are none;
+	// if the locking session ends early (killed), the application's writes
+	// come in, and the attempt fails.
 	Armed func()
-	// Disarmed is called when an armed attempt did not rename (the RENAME failed).
+	// Disarmed is called when an armed attempt did not rename, once the
+	// ghost has its name back: the changes held are applied.
 	Disarmed func()
 	// UnderLock, if set, runs after the drain while T is still locked and
 	// nothing reaches the ghost: locked is A's session (the only one that
@@ -329,7 +339,7 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server, fl fla
 	// cancelled: never leave T locked.
 	var renameDone chan error
 	var lockRequested, lockedAt time.Time
-	finished, ghostMaybeMoved := false, false
+	finished, ghostMaybeMoved, armed := false, false, false
 	inLock := fl.RenameUnderLockTables() // MySQL: swapUnderLock (mysql.go)
 	var bQueued int64                    // MySQL: B's session, once its LOCK TABLES was sent
 	defer func() {
@@ -358,6 +368,9 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server, fl fla
 					cfg.Logger.Error("cut-over: renaming the ghost back failed; recast cleanup or --resume restores it", "from", swap, "to", ghost, "err", err)
 				}
 			}
+		}
+		if armed { // the ghost has its name back: the changes held may be applied
+			cfg.Disarmed()
 		}
 		if _, err := connA.ExecContext(cctx, "UNLOCK TABLES"); err != nil {
 			_ = connA.Raw(func(any) error { return driver.ErrBadConn })
@@ -478,6 +491,8 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server, fl fla
 		return st, fmt.Errorf("%w: the applier did not reach %s within the lock timeout (%s, %s of it under lock): %w", errRetry, pos, cfg.LockWaitTimeout, st.drain.Round(time.Millisecond), err)
 	}
 	cfg.Pause(ctx, "drained")
+	cfg.Armed()
+	armed = true
 	if cfg.UnderLock != nil {
 		u0 := time.Now()
 		err := cfg.UnderLock(lctx, connA)
@@ -535,9 +550,7 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server, fl fla
 	}
 	st.queue = time.Since(queued)
 	cfg.Pause(ctx, "rename-waiting")
-	cfg.Armed()
 	if _, err := connA.ExecContext(ctx, dbconn.Tag+"DROP TABLE "+sentry); err != nil {
-		cfg.Disarmed()
 		return st, fmt.Errorf("%w: drop the sentry: %w", errRetry, err)
 	}
 	finished = true // from here on the RENAME may run: never recreate the sentry

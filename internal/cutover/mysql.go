@@ -66,7 +66,6 @@ func swapUnderLock(ctx, lctx context.Context, cfg Config, srv server, ss swapSes
 	// written to T since the drain, and B must not swap (with no sentry on
 	// MySQL, nothing else stops its RENAME).
 	var queuedBehindA atomic.Bool
-	cfg.Armed() // from now on the RENAME may complete
 	go func() {
 		bctx := context.WithoutCancel(ctx)
 		_, err := ss.b.ExecContext(bctx, dbconn.Tag+"LOCK TABLES "+tbl+" WRITE, "+ghost+" WRITE")
@@ -89,14 +88,12 @@ func swapUnderLock(ctx, lctx context.Context, cfg Config, srv server, ss swapSes
 	}()
 	queued := time.Now()
 	if err := waitForMDLWait(lctx, ss.db, srv.sessionStateQuery(), ss.bID, done, time.Until(deadline)); err != nil {
-		cfg.Disarmed()
 		return fmt.Errorf("%w: %w", errRetry, err)
 	}
 	// A answers after B was seen waiting: A held T meanwhile, and B, which
 	// requests T first, was waiting on T. (Had A's session ended first, B
 	// could have been granted T and be waiting on the ghost's lock.)
 	if err := ss.a.PingContext(lctx); err != nil {
-		cfg.Disarmed()
 		return fmt.Errorf("%w: the locking session is gone: %w", errRetry, err)
 	}
 	queuedBehindA.Store(true)

@@ -384,7 +384,9 @@ func (m *migrator) endOrphans(ctx context.Context) error {
 	o := m.opts
 	names := []string{table.QuoteIdent(GhostName(o.Table)), table.QuoteIdent(cutover.SwapName(o.Table))}
 	find := func() ([]int64, error) {
-		rows, err := m.db.QueryContext(ctx, dbconn.Tag+`SELECT ID, IFNULL(DB, ''), INFO FROM information_schema.PROCESSLIST
+		// The flavor's processlist: MySQL's information_schema.PROCESSLIST
+		// fails whole (3854) while a statement holds 4-byte or binary text.
+		rows, err := m.db.QueryContext(ctx, dbconn.Tag+`SELECT ID, IFNULL(DB, ''), INFO FROM `+o.Conn.Server.Processlist()+`
 			WHERE ID <> CONNECTION_ID() AND INFO LIKE '/* recast */%'`)
 		if err != nil {
 			return nil, fmt.Errorf("--resume: look for the killed run's statements: %w", err)

@@ -266,7 +266,7 @@ func runKillResume(t *testing.T, c resumeCase) {
 		}()
 		for { // until it runs
 			var n int
-			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '/* recast */ INSERT IGNORE%SLEEP(60)%'").Scan(&n); err != nil {
+			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+testutil.Server(t).Processlist()+" WHERE INFO LIKE '/* recast */ INSERT IGNORE%SLEEP(60)%'").Scan(&n); err != nil {
 				t.Fatal(err)
 			}
 			if n > 0 {
