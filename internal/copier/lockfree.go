@@ -186,9 +186,6 @@ func (c *Copier) copyChunkLockFree(ctx context.Context, slot int, lo, hi []any) 
 	return rows, nil
 }
 
-// erNoSuchThread: KILL of a session that is gone.
-const erNoSuchThread = 1094
-
 // erCheckRead: record changed since the read view (MariaDB snapshot isolation).
 const erCheckRead = 1020
 
@@ -223,7 +220,7 @@ func preparedXA(ctx context.Context, conn *sql.Conn) (bool, error) {
 func (c *Copier) killAndWait(ctx context.Context, id int64) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if _, err := c.db.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil && dbconn.Number(err) != erNoSuchThread {
+	if _, err := c.db.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil && dbconn.Number(err) != dbconn.ErNoSuchThread {
 		return err
 	}
 	// The flavor's processlist: MySQL's information_schema.PROCESSLIST fails

@@ -661,12 +661,9 @@ type realServer struct {
 	fl flavor.Server
 }
 
-// erNoSuchThread: KILL of a session that is gone.
-const erNoSuchThread = 1094
-
 func (r realServer) killQuery(ctx context.Context, id int64) error {
 	_, err := r.db.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", id))
-	if dbconn.Number(err) == erNoSuchThread {
+	if dbconn.Number(err) == dbconn.ErNoSuchThread {
 		return nil
 	}
 	return err
@@ -674,7 +671,7 @@ func (r realServer) killQuery(ctx context.Context, id int64) error {
 
 func (r realServer) killSession(ctx context.Context, id int64) error {
 	_, err := r.db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
-	if dbconn.Number(err) == erNoSuchThread {
+	if dbconn.Number(err) == dbconn.ErNoSuchThread {
 		return nil
 	}
 	return err

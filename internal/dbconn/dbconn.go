@@ -253,7 +253,7 @@ const (
 	ErServerGone        = 2006
 	ErServerLost        = 2013
 	ErConnectionKilled  = 1927
-	ErNoSuchThread      = 1094
+	ErNoSuchThread      = 1094 // KILL of a session that is gone
 )
 
 // Number returns the MySQL error number of err, or 0.

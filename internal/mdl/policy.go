@@ -482,13 +482,11 @@ func (t *tracker) kill(ctx context.Context, b Blocker, stmt string) (string, err
 		stmt = fmt.Sprintf("KILL QUERY %d", b.ID)
 	}
 	_, err := db.ExecContext(ctx, dbconn.Tag+stmt)
-	if dbconn.Number(err) == erNoSuchThread {
+	if dbconn.Number(err) == dbconn.ErNoSuchThread {
 		return "", nil
 	}
 	return stmt, err
 }
-
-const erNoSuchThread = 1094
 
 // stillIdle checks that session b.ID has stayed idle since b was observed,
 // with the same transaction.
