@@ -156,7 +156,7 @@ func columnExtras(ctx context.Context, conn *sql.Conn, quoted string) (map[strin
 		}
 		extra = strings.ToLower(extra)
 		c.AutoIncrement = strings.Contains(extra, "auto_increment")
-		c.Generated = strings.Contains(extra, "generated")
+		c.Generated = table.GeneratedExtra(extra)
 		out[strings.ToLower(name)] = c
 	}
 	return out, rows.Err()

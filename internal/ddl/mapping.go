@@ -17,7 +17,8 @@ type ColumnPair struct{ Source, Ghost string }
 // Dropped columns are absent, even when the ALTER adds a column of the same
 // name again (MariaDB gives that one its default, not the old values).
 // Generated columns on either side are excluded: they are computed, never
-// written. Pairs come in the ghost table's column order; names are spelled
+// written; a generated column that becomes a plain one is refused (the
+// server keeps its values, recast would not). Pairs come in the ghost table's column order; names are spelled
 // as each table spells them.
 //
 // Map refuses a ghost that does not match the analysis: a source column the
@@ -64,6 +65,12 @@ func Map(source, ghost *table.Table, a *Analysis) ([]ColumnPair, error) {
 				quote(prev), quote(sc.Name), quote(ghost.Columns[gi].Name)), "check the renames in the ALTER")
 		}
 		taken[gi] = sc.Name
+		if sc.Generated && !ghost.Columns[gi].Generated {
+			// The server keeps a STORED column's values when it becomes a
+			// plain one; neither the copy nor the applier would write them.
+			return nil, newErr(fmt.Sprintf("column %s is generated in the old table and a plain column in the new one: recast cannot carry its values over",
+				quote(sc.Name)), "run this ALTER natively, or add a new plain column, fill it from the generated one, then drop the generated one")
+		}
 		if sc.Generated || ghost.Columns[gi].Generated {
 			continue
 		}

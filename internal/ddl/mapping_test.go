@@ -92,6 +92,8 @@ func TestMapMismatch(t *testing.T) {
 		{tbl("id a b"), tbl("id a"), "ADD INDEX (a)", "column `b` of the old table is missing from the new table"},
 		{tbl("id a b"), tbl("id a b"), "CHANGE a x INT", "renames column `a` to `x`, but the new table has no column `x`"},
 		{tbl("id a b"), tbl("id b"), "RENAME COLUMN a TO b", "both be copied to column `b`"},
+		{tbl("id a g*"), tbl("id a g"), "MODIFY g INT NULL", "column `g` is generated in the old table and a plain column in the new one"},
+		{tbl("id a g*"), tbl("id a h"), "CHANGE g h INT", "column `g` is generated in the old table and a plain column in the new one"},
 	}
 	for _, tc := range cases {
 		_, err := Map(tc.source, tc.ghost, mustAnalyze(t, tc.alter))

@@ -85,3 +85,23 @@ func TestKeySelect(t *testing.T) {
 		t.Errorf("KeySelect = %q, want %q", got, want)
 	}
 }
+
+func TestGeneratedExtra(t *testing.T) {
+	for extra, want := range map[string]bool{
+		"":                  false,
+		"auto_increment":    false,
+		"DEFAULT_GENERATED": false, // MySQL: DEFAULT CURRENT_TIMESTAMP or (expr)
+		"DEFAULT_GENERATED on update CURRENT_TIMESTAMP": false,
+		"on update current_timestamp()":                 false,
+		"VIRTUAL GENERATED":                             true,
+		"STORED GENERATED":                              true,
+		"PERSISTENT GENERATED":                          true,
+		"virtual generated":                             true,
+		"VIRTUAL GENERATED INVISIBLE":                   true,
+		"DEFAULT_GENERATED INVISIBLE":                   false,
+	} {
+		if got := GeneratedExtra(extra); got != want {
+			t.Errorf("GeneratedExtra(%q) = %v, want %v", extra, got, want)
+		}
+	}
+}

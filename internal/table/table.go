@@ -128,8 +128,8 @@ func (t *Table) loadColumns(ctx context.Context, q Querier) error {
 			c.Collation = collation.String
 			c.Charset, _, _ = strings.Cut(collation.String, "_")
 		}
+		c.Generated = GeneratedExtra(extra)
 		extra = strings.ToUpper(extra)
-		c.Generated = strings.Contains(extra, "GENERATED")
 		c.Virtual = c.Generated && strings.Contains(extra, "VIRTUAL")
 		c.AutoIncrement = strings.Contains(extra, "AUTO_INCREMENT")
 		if c.DataType == "enum" || c.DataType == "set" {
@@ -141,6 +141,20 @@ func (t *Table) loadColumns(ctx context.Context, q Querier) error {
 		return fmt.Errorf("read columns of %s: %w", t.QuotedName(), err)
 	}
 	return nil
+}
+
+// GeneratedExtra reports whether a column whose SHOW COLUMNS Extra is
+// extra is a generated column ("VIRTUAL GENERATED", "STORED GENERATED";
+// MariaDB also "PERSISTENT GENERATED"). MySQL marks a column whose DEFAULT
+// is an expression, CURRENT_TIMESTAMP included, "DEFAULT_GENERATED": that is
+// a plain column, whose values must be copied.
+func GeneratedExtra(extra string) bool {
+	for _, w := range strings.Fields(strings.ToUpper(extra)) {
+		if w == "GENERATED" {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *Table) loadIndexes(ctx context.Context, q Querier) error {
