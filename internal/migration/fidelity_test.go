@@ -660,3 +660,35 @@ func TestFidelityNewAutoIncrement(t *testing.T) {
 		t.Fatalf("the 0 row: %d, %v", zero, err)
 	}
 }
+
+// TestGeneratedToPlainRefused: a STORED generated column that becomes a
+// plain one keeps its values in the server's ALTER (MySQL), which neither
+// the copy nor the applier would write: refused in one line, table
+// untouched.
+func TestGeneratedToPlainRefused(t *testing.T) {
+	t.Parallel()
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, a INT, g INT AS (a + 1) STORED, x INT)",
+		"INSERT INTO t (id, a, x) VALUES (1, 10, 1), (2, 20, 2), (3, NULL, 3)")
+	before := testutil.TableChecksum(t, db, schema, "t", "id")
+	o := testOptions(t, schema, "t", "MODIFY g INT NULL, ADD INDEX (x)")
+	_, err := runT(ctxFor(t, time.Minute), o)
+	if err == nil || !strings.Contains(err.Error(), "column `g` is generated in the old table and a plain column in the new one") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Run = %v; want the one-line refusal", err)
+	}
+	if after := testutil.TableChecksum(t, db, schema, "t", "id"); after != before {
+		t.Fatal("the table changed")
+	}
+	// Where the server does this ALTER, it keeps the values (the reason
+	// for the refusal).
+	testutil.Exec(t, db, "CREATE TABLE n LIKE t", "INSERT INTO n (id, a, x) SELECT id, a, x FROM t")
+	if _, err := db.Exec("ALTER TABLE n MODIFY g INT NULL, ADD INDEX (x)"); err != nil {
+		t.Logf("the server refuses it too: %v", err)
+		return
+	}
+	var sum sql.NullInt64
+	if err := db.QueryRow("SELECT SUM(g) FROM n").Scan(&sum); err != nil || sum.Int64 != 32 {
+		t.Fatalf("the server's ALTER: SUM(g) = %v, %v; want 32 (the values kept)", sum, err)
+	}
+}
