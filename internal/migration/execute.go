@@ -179,6 +179,9 @@ func (r *copyRun) prepareGhost(ctx context.Context) error {
 	if err := m.checkNewAutoIncrement(ctx, plan); err != nil { // autoinc.go
 		return err
 	}
+	if err := m.checkServerComputed(ctx, m.db, plan); err != nil { // computed.go
+		return err
+	}
 	r.res.Plan, r.plan, r.state = plan, plan, state
 	m.rt.Pause(ctx, "ghost-created")
 	r.startPos = state.Pos()

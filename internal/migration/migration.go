@@ -350,6 +350,9 @@ func (m *migrator) planDry(ctx context.Context) (*Plan, error) {
 	if p.DropFirst, err = m.leftovers(ctx); err != nil {
 		return nil, err
 	}
+	if err := m.checkServerComputed(ctx, conn, p); err != nil { // computed.go
+		return nil, err
+	}
 	return p, m.checkNewAutoIncrement(ctx, p)
 }
 

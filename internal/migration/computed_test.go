@@ -1,0 +1,106 @@
+package migration
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/recast-osc/recast/internal/table"
+	"github.com/recast-osc/recast/internal/testutil"
+)
+
+func TestServerComputed(t *testing.T) {
+	ghost := &table.Table{Schema: "s", Name: "_t_new", Columns: []table.Column{
+		{Name: "id", DataType: "int"}, {Name: "ts", DataType: "timestamp"}, {Name: "dt", DataType: "datetime"},
+		{Name: "v", DataType: "varchar"}, {Name: "g", DataType: "date", Generated: true},
+		{Name: "vg", DataType: "date", Generated: true, Virtual: true}, {Name: "seq", DataType: "bigint", AutoIncrement: true},
+		{Name: "ts2", DataType: "timestamp"}, {Name: "n", DataType: "int"},
+	}, Indexes: []table.Index{{Name: "PRIMARY", Columns: []string{"id"}}}}
+	cases := []struct {
+		name   string
+		line   string
+		paired string // space-separated paired ghost columns (besides id)
+		utc    bool
+		want   string // "" = accepted; else a part of the refusal
+	}{
+		{"datetime default now, MariaDB", "`dt` datetime DEFAULT current_timestamp(),", "", false, "new column `dt` has a default that depends on the time zone"},
+		{"datetime default now, MySQL", "`dt` datetime DEFAULT CURRENT_TIMESTAMP,", "", false, "depends on the time zone"},
+		{"datetime default now, UTC", "`dt` datetime DEFAULT CURRENT_TIMESTAMP,", "", true, ""},
+		{"datetime default now, copied", "`dt` datetime DEFAULT CURRENT_TIMESTAMP,", "dt", false, ""},
+		{"datetime constant, on update", "`dt` datetime DEFAULT '2001-01-01 00:00:00' ON UPDATE CURRENT_TIMESTAMP,", "", false, ""},
+		{"timestamp default now", "`ts` timestamp(3) NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3),", "", false, ""},
+		{"timestamp default now() + interval", "`ts` timestamp NULL DEFAULT (now() + interval 1 day),", "", false, ""},
+		{"timestamp default curdate", "`ts` timestamp NULL DEFAULT (curdate()),", "", false, "depends on the time zone"},
+		{"string literal that reads like a function", "`v` varchar(40) DEFAULT 'now() curdate() nextval(s)',", "", false, ""},
+		{"quoted quote", "`v` varchar(40) DEFAULT 'it''s now()' COMMENT 'x''now()',", "", false, ""},
+		{"uuid default", "`v` char(36) DEFAULT (uuid()),", "", false, ""},
+		{"sequence, MariaDB", "`n` int(11) DEFAULT nextval(`s`.`seq1`),", "", true, "takes its default from a sequence"},
+		{"new auto-increment", "`seq` bigint NOT NULL AUTO_INCREMENT,", "", true, "adds AUTO_INCREMENT column `seq`"},
+		{"auto-increment copied", "`seq` bigint NOT NULL AUTO_INCREMENT,", "seq", true, ""},
+		{"stored generated on a timestamp", "`g` date GENERATED ALWAYS AS (cast(`ts` as date)) STORED,", "", false, "generated column `g` depends on the time zone"},
+		{"stored generated on a timestamp, UTC", "`g` date GENERATED ALWAYS AS (cast(`ts` as date)) STORED,", "", true, ""},
+		{"stored generated, from_unixtime", "`g` date GENERATED ALWAYS AS (from_unixtime(`n`)) STORED,", "", false, "depends on the time zone"},
+		{"stored generated, no zone", "`g` date GENERATED ALWAYS AS (`dt` + interval 1 day) STORED,", "", false, ""},
+		{"stored generated, a column named like a timestamp", "`g` date GENERATED ALWAYS AS (`ts2x`) STORED,", "", false, ""},
+		{"virtual generated, not indexed", "`vg` date GENERATED ALWAYS AS (cast(`ts` as date)) VIRTUAL,", "", false, ""},
+		{"functional key", "KEY `fx` ((cast(`ts` as date))),", "", false, "key KEY `fx`"},
+		{"functional key, no zone", "KEY `fx` ((`n` + 1)),", "", false, ""},
+	}
+	for _, c := range cases {
+		paired := map[string]bool{"id": true}
+		for _, p := range strings.Fields(c.paired) {
+			paired[p] = true
+		}
+		create := "CREATE TABLE `_t_new` (\n  `id` int NOT NULL,\n  " + c.line + "\n  PRIMARY KEY (`id`)\n) ENGINE=InnoDB"
+		err := serverComputed(create, ghost, paired, c.utc, "+05:00")
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want a refusal containing %q", c.name, err, c.want)
+		}
+	}
+	// The virtual column is checked once a key holds it.
+	ix := *ghost
+	ix.Indexes = append(ix.Indexes, table.Index{Name: "k", Columns: []string{"vg"}})
+	if err := serverComputed("CREATE TABLE x (\n  `vg` date GENERATED ALWAYS AS (cast(`ts` as date)) VIRTUAL,\n)", &ix, nil, false, "+05:00"); err == nil {
+		t.Error("an indexed virtual column on a TIMESTAMP is accepted")
+	}
+}
+
+// TestServerComputedRefused: what the server computes while recast writes
+// rows (a new AUTO_INCREMENT column, a new DATETIME defaulting to the
+// current time, a stored column derived from a TIMESTAMP) is refused in
+// one line in a zone other than UTC, the table untouched; a TIMESTAMP
+// defaulting to the current time, the same instant in every zone, is not.
+func TestServerComputedRefused(t *testing.T) {
+	t.Parallel()
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, ts TIMESTAMP NULL, x INT)",
+		"INSERT INTO t VALUES (1, '2001-02-03 04:05:06', 1), (2, NULL, 2)")
+	before := testutil.TableChecksum(t, db, schema, "t", "id")
+	for _, c := range []struct{ alter, zone, want string }{
+		{"ADD COLUMN c DATETIME NULL DEFAULT CURRENT_TIMESTAMP", "+05:00", "new column `c` has a default that depends on the time zone"},
+		{"ADD COLUMN g DATE AS (CAST(ts AS DATE)) STORED", "+05:00", "generated column `g` depends on the time zone"},
+		{"ADD COLUMN seq BIGINT NOT NULL AUTO_INCREMENT, ADD UNIQUE KEY (seq)", "+00:00", "adds AUTO_INCREMENT column `seq`"},
+	} {
+		for _, dry := range []bool{true, false} {
+			o := testOptions(t, schema, "t", c.alter)
+			o.Conn.SetVars = map[string]string{"time_zone": "'" + c.zone + "'"}
+			o.Execute = !dry
+			_, err := runT(ctxFor(t, time.Minute), o)
+			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("%s (dry run %v): %v; want the one-line refusal %q", c.alter, dry, err, c.want)
+			}
+		}
+		if after := testutil.TableChecksum(t, db, schema, "t", "id"); after != before {
+			t.Fatalf("%s: the table changed", c.alter)
+		}
+	}
+	o := testOptions(t, schema, "t", "ADD COLUMN c TIMESTAMP NULL DEFAULT CURRENT_TIMESTAMP")
+	o.Conn.SetVars = map[string]string{"time_zone": "'+05:00'"}
+	if _, err := runT(ctxFor(t, time.Minute), o); err != nil {
+		t.Fatalf("a TIMESTAMP defaulting to the current time: %v", err)
+	}
+}
