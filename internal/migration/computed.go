@@ -141,7 +141,8 @@ func serverComputed(create string, ghost *table.Table, paired map[string]bool, u
 	return nil
 }
 
-// splitIdent splits "`a``b` int ..." into "a`b" and " int ...".
+// splitIdent splits a line that starts with a quoted identifier into the
+// name (a doubled backquote inside it read as one) and the rest.
 func splitIdent(line string) (name, rest string, ok bool) {
 	var b strings.Builder
 	for i := 1; i < len(line); i++ {
@@ -158,8 +159,8 @@ func splitIdent(line string) (name, rest string, ok bool) {
 	return "", "", false
 }
 
-// unquoteLiterals blanks out single-quoted literals ('x''y', '\'' ) so
-// that their text is not read as SQL.
+// unquoteLiterals blanks out single-quoted literals (with doubled or
+// backslash-escaped quotes inside) so that their text is not read as SQL.
 func unquoteLiterals(s string) string {
 	var b strings.Builder
 	in := false
