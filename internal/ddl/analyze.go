@@ -34,6 +34,11 @@ type Analysis struct {
 	// user, upper case ("" when absent); Wait is a leading "WAIT n" or
 	// "NOWAIT". All three are cut out of GhostStatement.
 	Algorithm, Lock, Wait string
+	// AutoIncrement: the ALTER sets the table option AUTO_INCREMENT=N
+	// (AutoIncrementValue); the server's ALTER then ends with the counter
+	// at N or past the highest value, whatever the old counter was.
+	AutoIncrement      bool
+	AutoIncrementValue uint64
 	// GhostStatement is the body to run as ALTER TABLE <ghost> <body>: the
 	// user's text verbatim without ALGORITHM=, LOCK= and WAIT/NOWAIT; "FORCE"
 	// when nothing else is left.
@@ -323,6 +328,9 @@ func (a *Analysis) spec(s *ast.AlterTableSpec) error {
 	switch s.Tp {
 	case ast.AlterTableOption:
 		for _, o := range s.Options {
+			if o.Tp == ast.TableOptionAutoIncrement {
+				a.AutoIncrement, a.AutoIncrementValue = true, o.UintValue
+			}
 			if o.Tp == ast.TableOptionEngine && o.StrValue != "" && !strings.EqualFold(o.StrValue, "InnoDB") {
 				return newErr(fmt.Sprintf("ENGINE=%s: recast builds the new table with InnoDB only", o.StrValue),
 					"leave ENGINE= out, or change the engine with a plain ALTER TABLE")

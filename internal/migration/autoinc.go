@@ -39,6 +39,14 @@ func (m *migrator) carryAutoIncrement(ctx context.Context, locked *sql.Conn) err
 	if err != nil {
 		return fmt.Errorf("auto-increment: read the new table's column: %w", err)
 	}
+	if m.an != nil && m.an.AutoIncrement {
+		// AUTO_INCREMENT=N in the ALTER: the server's ALTER ends with the
+		// counter at N, or past the highest value when that is higher
+		// (the old counter does not count). The ghost's may be higher
+		// (rows inserted, then deleted during the migration): set it
+		// again, which InnoDB raises to the highest value + 1 itself.
+		return m.setGhostCounter(ctx, locked, ghostQ, m.an.AutoIncrementValue, 0)
+	}
 	// The old table's counter: information_schema reads InnoDB's in-memory
 	// counter on MariaDB; MAX(id)+1 of the old table's own column bounds it
 	// from below in case the server reports a cached value.
@@ -66,6 +74,12 @@ func (m *migrator) carryAutoIncrement(ctx context.Context, locked *sql.Conn) err
 	if old <= cur {
 		return nil
 	}
+	return m.setGhostCounter(ctx, locked, ghostQ, old, cur)
+}
+
+// setGhostCounter runs ALTER TABLE ghost AUTO_INCREMENT = n (cur: the
+// counter before, for the log).
+func (m *migrator) setGhostCounter(ctx context.Context, locked *sql.Conn, ghostQ string, old, cur uint64) error {
 	stmt := fmt.Sprintf("ALTER TABLE %s AUTO_INCREMENT = %d", ghostQ, old)
 	if locked != nil && (m.checks == nil || m.checks.Flavor != "mysql") {
 		// Under the cut-over lock: never wait long for the ghost's metadata
@@ -73,7 +87,7 @@ func (m *migrator) carryAutoIncrement(ctx context.Context, locked *sql.Conn) err
 		stmt = "SET STATEMENT lock_wait_timeout = 2 FOR " + stmt
 	}
 	if _, err := m.db.ExecContext(ctx, dbconn.Tag+stmt); err != nil {
-		err = fmt.Errorf("auto-increment: raise the new table's counter to the old one's (%d): %w", old, err)
+		err = fmt.Errorf("auto-increment: set the new table's counter to %d: %w", old, err)
 		if locked != nil && dbconn.Retryable(err) {
 			return fmt.Errorf("%w: %w", cutover.ErrRetry, err)
 		}

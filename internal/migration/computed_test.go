@@ -1,6 +1,8 @@
 package migration
 
 import (
+	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -102,5 +104,42 @@ func TestServerComputedRefused(t *testing.T) {
 	o.Conn.SetVars = map[string]string{"time_zone": "'+05:00'"}
 	if _, err := runT(ctxFor(t, time.Minute), o); err != nil {
 		t.Fatalf("a TIMESTAMP defaulting to the current time: %v", err)
+	}
+}
+
+// TestExplicitAutoIncrement: AUTO_INCREMENT=N in the ALTER sets the counter
+// as the server's ALTER does (N, or past the highest id), not the old
+// table's higher counter nor the ghost's after a row inserted and deleted
+// during the migration.
+func TestExplicitAutoIncrement(t *testing.T) {
+	t.Parallel()
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, x INT) AUTO_INCREMENT=1000",
+		"INSERT INTO t VALUES (1, 1), (500, 2)")
+	showCounter := func(name string) string {
+		var n, create string
+		if err := db.QueryRow("SHOW CREATE TABLE "+name).Scan(&n, &create); err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`AUTO_INCREMENT=(\d+)`).FindStringSubmatch(create)
+		if m == nil {
+			return "none"
+		}
+		return m[1]
+	}
+	o := testOptions(t, schema, "t", "AUTO_INCREMENT=600, MODIFY x BIGINT")
+	o.Pause = func(ctx context.Context, point string) {
+		if point == "ghost-created" {
+			testutil.Exec(t, db, "INSERT INTO t VALUES (900, 3)", "DELETE FROM t WHERE id = 900")
+		}
+	}
+	if _, err := runT(ctxFor(t, time.Minute), o); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Exec(t, db, "CREATE TABLE n (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, x INT) AUTO_INCREMENT=1000",
+		"INSERT INTO n VALUES (1, 1), (500, 2)", "ALTER TABLE n AUTO_INCREMENT=600, MODIFY x BIGINT")
+	if got, want := showCounter("t"), showCounter("n"); got != want || want != "600" {
+		t.Fatalf("counter %s, the server's ALTER %s (want 600)", got, want)
 	}
 }
