@@ -330,6 +330,9 @@ func convertedExprs(sname, gname string, s, g table.Column) (se, ge string, ok b
 		se = "CONVERT(" + sq + " USING utf8mb4)"
 	case s.DataType == "float":
 		se = "CONVERT(CONCAT(" + sq + ") USING utf8mb4)" // FLOAT's own digits, as ALTER stores them
+	case s.DataType == "bit" && strings.HasSuffix(g.DataType, "text"):
+		// Into TEXT the server copies the column's bytes.
+		se = "CONVERT(CONVERT(CAST(" + sq + " AS BINARY) USING " + g.Charset + ") USING utf8mb4)"
 	case s.DataType == "bit":
 		se = "CAST(CAST(" + sq + " AS UNSIGNED) AS CHAR CHARACTER SET utf8mb4)"
 	case numeric(s.DataType) || temporal(s.DataType):

@@ -65,6 +65,15 @@ func isNumeric(t string) bool {
 	return isInt(t) || t == "decimal" || t == "float" || t == "double" || t == "year" || t == "bit"
 }
 
+// isBlob: the BLOB and TEXT types.
+func isBlob(t string) bool {
+	switch t {
+	case "tinyblob", "blob", "mediumblob", "longblob", "tinytext", "text", "mediumtext", "longtext":
+		return true
+	}
+	return false
+}
+
 func isChar(t string) bool {
 	switch t {
 	case "char", "varchar", "tinytext", "text", "mediumtext", "longtext", "binary", "varbinary",
@@ -85,7 +94,8 @@ func isChar(t string) bool {
 //     again before a numeric or temporal conversion;
 //   - ENUM/SET images are member names: a number is the member's index or
 //     the set's bitmask;
-//   - BIT images are integers: as text they are the column's bytes;
+//   - BIT images are integers: into a BLOB or TEXT they are the column's
+//     bytes (into CHAR or VARBINARY, the number's decimal text);
 //   - TIMESTAMP images are UTC: converted in the migration's time zone.
 func convExpr(sc, gc table.Column, sem dbconn.Semantics) (string, error) {
 	st, gt := sc.DataType, gc.DataType
@@ -105,6 +115,18 @@ func convExpr(sc, gc table.Column, sem dbconn.Semantics) (string, error) {
 		return "", nil
 	}
 	switch st {
+	case "bit":
+		if !isBlob(gt) {
+			return "", nil // a number, or its decimal text (as the server's copy gives a CHAR or VARBINARY)
+		}
+		// Into a BLOB or TEXT the server copies the column's bytes
+		// (BIT(M): ceil(M/8) of them, big-endian), not the number's text.
+		n, _ := strconv.Atoi(typeArgs(sc.ColumnType))
+		raw := fmt.Sprintf("UNHEX(LPAD(HEX(?), %d, '0'))", 2*((max(n, 1)+7)/8))
+		if gc.Charset != "" {
+			return "CONVERT(" + raw + " USING " + gc.Charset + ")", nil
+		}
+		return raw, nil
 	case "float":
 		switch {
 		case gt == "float":
