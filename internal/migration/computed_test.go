@@ -145,39 +145,64 @@ func TestExplicitAutoIncrement(t *testing.T) {
 	}
 }
 
-// TestBitToBinaryApplied: a BIT column made a binary string holds the
-// column's bytes (BIT(12): two), in the rows the applier writes as in those
-// the copy writes, as the server's ALTER gives them.
-func TestBitToBinaryApplied(t *testing.T) {
+// appliedCase: a table, an ALTER, and changes made after the copy (the
+// applier writes them); the rows must equal the server's ALTER of the old
+// table's final content, column by column (shown as cols renders them).
+type appliedCase struct {
+	name, create, insert, alter, cols string
+	changes                           []string
+}
+
+var appliedCases = []appliedCase{
+	// A BIT made a BLOB or TEXT holds the column's bytes (BIT(12): two);
+	// made a VARBINARY, the number's decimal text.
+	{name: "bit-to-binary",
+		create: "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, b BIT(12) NULL, c BIT(8) NULL, d BIT(16) NULL, e BIT(12) NULL, x INT)",
+		insert: "INSERT INTO t VALUES (1, 5, 1, 1, 1, 1), (2, 4095, 255, 65535, 4095, 2), (3, NULL, NULL, NULL, NULL, 3), (4, 0, 0, 0, 0, 4), (5, 300, 7, 300, 300, 5)",
+		alter:  "MODIFY b VARBINARY(4) NULL, MODIFY c BLOB NULL, MODIFY d TEXT CHARACTER SET latin1 NULL, MODIFY e MEDIUMBLOB NULL",
+		cols:   "IFNULL(HEX(b), 'N'), IFNULL(HEX(c), 'N'), IFNULL(HEX(d), 'N'), IFNULL(HEX(e), 'N')",
+		changes: []string{"UPDATE t SET b = b'101', c = 65, d = 16706, e = 65 WHERE id = 1",
+			"UPDATE t SET b = b + 1, c = 9, d = d + 1, e = e + 1 WHERE id >= 4", "INSERT INTO t VALUES (6, 258, 10, 258, 258, 6)"}},
+	// YEAR 0 reads '0000' as text; a TIME(3) with no fraction '…00.000'.
+	{name: "year-time-to-text",
+		create: "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, y YEAR NULL, tm TIME(3) NULL, t0 TIME NULL, x INT)",
+		insert: "INSERT INTO t VALUES (1, 2001, '01:02:03.456', '01:02:03', 1), (2, 0, '00:00:00', '-838:59:59', 2), (3, NULL, NULL, NULL, 3), (4, 1999, '-12:00:00.5', '12:00:00', 4)",
+		alter:  "MODIFY y VARCHAR(10) NULL, MODIFY tm VARCHAR(20) NULL, MODIFY t0 CHAR(12) NULL",
+		cols:   "IFNULL(y, 'N'), IFNULL(tm, 'N'), IFNULL(t0, 'N')",
+		changes: []string{"UPDATE t SET y = 0, tm = '12:34:56', t0 = '23:00:01' WHERE id = 1",
+			"UPDATE t SET y = y + 1, tm = ADDTIME(tm, '1:00:00') WHERE id >= 2", "INSERT INTO t VALUES (5, 0, '-01:00:00.000', '00:00:00', 5)"}},
+}
+
+// TestAppliedAfterCopy runs appliedCases, without the checksum (which would
+// repair a difference it sees) and with it (which must compare the values
+// as the server stores them).
+func TestAppliedAfterCopy(t *testing.T) {
 	t.Parallel()
-	// Without the checksum, which would repair a difference it sees; with
-	// it, which must compare the bytes as the server stores them.
-	for _, checksum := range []bool{false, true} {
-		t.Run(fmt.Sprint("checksum=", checksum), func(t *testing.T) { bitToBinary(t, checksum) })
+	for _, c := range appliedCases {
+		for _, checksum := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/checksum=%v", c.name, checksum), func(t *testing.T) { appliedAfterCopy(t, c, checksum) })
+		}
 	}
 }
 
-func bitToBinary(t *testing.T, checksum bool) {
+func appliedAfterCopy(t *testing.T, c appliedCase, checksum bool) {
 	schema := testutil.NewSchema(t)
 	db := testutil.DB(t, schema)
-	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, b BIT(12) NULL, c BIT(8) NULL, d BIT(16) NULL, e BIT(12) NULL, x INT)",
-		"INSERT INTO t VALUES (1, 5, 1, 1, 1, 1), (2, 4095, 255, 65535, 4095, 2), (3, NULL, NULL, NULL, NULL, 3), (4, 0, 0, 0, 0, 4), (5, 300, 7, 300, 300, 5)")
-	const alter = "MODIFY b VARBINARY(4) NULL, MODIFY c BLOB NULL, MODIFY d TEXT CHARACTER SET latin1 NULL, MODIFY e MEDIUMBLOB NULL"
-	o := testOptions(t, schema, "t", alter)
+	testutil.Exec(t, db, c.create, c.insert)
+	o := testOptions(t, schema, "t", c.alter)
 	o.DropOldTable = false
 	o.Checksum = checksum
 	o.Pause = func(ctx context.Context, point string) {
 		if point == "caught-up" { // after the copy: the applier writes these
-			testutil.Exec(t, db, "UPDATE t SET b = b'101', c = 65, d = 16706, e = 65 WHERE id = 1",
-				"UPDATE t SET b = b + 1, c = 9, d = d + 1, e = e + 1 WHERE id >= 4", "INSERT INTO t VALUES (6, 258, 10, 258, 258, 6)")
+			testutil.Exec(t, db, c.changes...)
 		}
 	}
 	if _, err := runT(ctxFor(t, time.Minute), o); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Exec(t, db, "CREATE TABLE n LIKE "+OldName("t"), "INSERT INTO n SELECT * FROM "+OldName("t"), "ALTER TABLE n "+alter)
+	testutil.Exec(t, db, "CREATE TABLE n LIKE "+OldName("t"), "INSERT INTO n SELECT * FROM "+OldName("t"), "ALTER TABLE n "+c.alter)
 	rows := func(name string) string {
-		got, err := queryStrings(ctxFor(t, time.Minute), db, "SELECT CONCAT_WS(' ', id, IFNULL(HEX(b), 'N'), IFNULL(HEX(c), 'N'), IFNULL(HEX(d), 'N'), IFNULL(HEX(e), 'N')) FROM "+name+" ORDER BY id")
+		got, err := queryStrings(ctxFor(t, time.Minute), db, "SELECT CONCAT_WS(' ', id, "+c.cols+") FROM "+name+" ORDER BY id")
 		if err != nil {
 			t.Fatal(err)
 		}

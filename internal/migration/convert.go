@@ -74,6 +74,12 @@ func isBlob(t string) bool {
 	return false
 }
 
+// isText: the string types a value is written to as its text (not ENUM,
+// SET or JSON).
+func isText(t string) bool {
+	return isChar(t) && t != "enum" && t != "set" && t != "json"
+}
+
 func isChar(t string) bool {
 	switch t {
 	case "char", "varchar", "tinytext", "text", "mediumtext", "longtext", "binary", "varbinary",
@@ -145,9 +151,19 @@ func convExpr(sc, gc table.Column, sem dbconn.Semantics) (string, error) {
 			return "", nil
 		}
 		return "CAST(? AS DECIMAL(" + typeArgs(sc.ColumnType) + "))", nil
+	case "year":
+		if isText(gt) {
+			return "LPAD(?, 4, '0')", nil // YEAR 0 reads '0000'
+		}
+		return "", nil
 	case "date", "time", "datetime":
 		// Into numbers and into other temporal types (a TIME becomes a
 		// DATETIME of today) the value converts from its own type.
+		if st == "time" && fsp(sc) > 0 && isText(gt) {
+			// The image of a TIME(n) with no fraction has none ("12:34:56");
+			// as text the server writes its n digits.
+			return fmt.Sprintf("CAST(? AS TIME(%d))", fsp(sc)), nil
+		}
 		if gt == st || isChar(gt) {
 			return "", nil
 		}
