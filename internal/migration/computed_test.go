@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -211,4 +212,53 @@ func appliedAfterCopy(t *testing.T, c appliedCase, checksum bool) {
 	if got, want := rows("t"), rows("n"); got != want {
 		t.Fatalf("recast: %s\nserver: %s", got, want)
 	}
+}
+
+// TestVerifyWidenedKey: with the applier's key widened to one that does not
+// start with the copy's (PRIMARY KEY (id) -> (k, id)), the verification
+// from the checksum to the swap checks the rows the applier wrote, by that
+// key: a ghost row made wrong after the applier wrote it (a stand-in for an
+// applier bug) is not swapped in.
+func TestVerifyWidenedKey(t *testing.T) {
+	t.Parallel()
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, k INT NOT NULL, v INT NOT NULL)")
+	for i := 1; i <= 200; i++ {
+		testutil.Exec(t, db, fmt.Sprintf("INSERT INTO t VALUES (%d, %d, %d)", i, 201-i, i))
+	}
+	var corrupt func(ctx context.Context)
+	o := testOptions(t, schema, "t", "DROP PRIMARY KEY, ADD PRIMARY KEY (k, id)")
+	o.DropOldTable = false
+	o.CutOverAttempts = 2
+	var once sync.Once
+	o.Pause = func(ctx context.Context, point string) {
+		if point == "cutover:before-lock" {
+			once.Do(func() { corrupt(ctx) })
+		}
+	}
+	corrupt = func(ctx context.Context) {
+		testutil.Exec(t, db, "UPDATE t SET v = 1000 WHERE id = 7")
+		for {
+			var v int
+			if err := db.QueryRowContext(ctx, "SELECT v FROM "+GhostName("t")+" WHERE id = 7").Scan(&v); err != nil {
+				t.Error(err)
+				return
+			}
+			if v == 1000 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		testutil.Exec(t, db, "UPDATE "+GhostName("t")+" SET v = 999 WHERE id = 7")
+	}
+	_, err := runT(ctxFor(t, 2*time.Minute), o)
+	var v int
+	if qerr := db.QueryRow("SELECT v FROM t WHERE id = 7").Scan(&v); qerr != nil {
+		t.Fatal(qerr)
+	}
+	if v != 1000 {
+		t.Fatalf("row 7 holds v = %d after the run (%v); the source holds 1000", v, err)
+	}
+	t.Logf("run: %v", err)
 }

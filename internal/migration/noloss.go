@@ -70,14 +70,17 @@ func (m *migrator) newVerifier(plan *Plan) *verify.Verifier {
 		KeySource: plan.KeySource, KeyGhost: plan.KeyGhost, KeyIndex: plan.KeyIndex,
 	}
 	srcExpr, ghExpr := checksum.RowExprs(cs)
+	// The applier's key (it reports written keys and displaced rows in it):
+	// a widened key may not start with the copy's (PRIMARY KEY (id) ->
+	// (k, id)).
 	var keyCharsets []string
-	for i, k := range plan.KeySource {
-		keyCharsets = append(keyCharsets, convertFrom(m.source, plan.Ghost, k, plan.KeyGhost[i]))
+	for i, k := range plan.ApplyKeySource {
+		keyCharsets = append(keyCharsets, convertFrom(m.source, plan.Ghost, k, plan.ApplyKeyGhost[i]))
 	}
 	return verify.New(verify.Config{
 		Source: m.source, Ghost: plan.Ghost,
 		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan), SourceExprs: plan.CopyExprs,
-		KeySource: plan.KeySource, KeyGhost: plan.KeyGhost, KeyCharsets: keyCharsets,
+		KeySource: plan.ApplyKeySource, KeyGhost: plan.ApplyKeyGhost, KeyCharsets: keyCharsets, RangeKey: plan.KeySource,
 		SourceExpr: srcExpr, GhostExpr: ghExpr,
 		Uniques: ghostUniques(plan), Logger: m.rt.Logger,
 	})

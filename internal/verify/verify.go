@@ -50,8 +50,13 @@ type Config struct {
 	Source, Ghost *table.Table
 	// Mapped columns: source and ghost names, same order.
 	SourceColumns, GhostColumns []string
-	// Identifying key: source and ghost names, key order.
+	// Identifying key: source and ghost names, key order: the applier's
+	// (pipeline.Config.KeySource), in which it reports written keys and
+	// displaced rows.
 	KeySource, KeyGhost []string
+	// RangeKey: the copy's chunk key (source names), whose bounds Missing
+	// takes; nil: KeySource.
+	RangeKey []string
 	// KeyCharsets: per key column, the source charset when the ghost
 	// column's differs (image values are then CONVERTed for the ghost), as
 	// pipeline.Config.KeyCharsets.
@@ -571,7 +576,11 @@ func (v *Verifier) Missing(ctx context.Context, db *sql.DB, lo, hi []any) error 
 	}
 	// The range's column names are unqualified: in the outer WHERE they
 	// can only mean s's columns.
-	where, args := table.RangeWhere(v.cfg.KeySource, lo, hi)
+	rk := v.cfg.RangeKey
+	if rk == nil {
+		rk = v.cfg.KeySource
+	}
+	where, args := table.RangeWhere(rk, lo, hi)
 	var on []string
 	for i, c := range v.cfg.KeyGhost {
 		on = append(on, "g."+table.QuoteIdent(c)+" = s."+table.QuoteIdent(v.cfg.KeySource[i]))
