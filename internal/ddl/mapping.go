@@ -85,7 +85,7 @@ func Map(source, ghost *table.Table, a *Analysis) ([]ColumnPair, error) {
 }
 
 // errNoSharedKeyCause is the cause SharedKey reports when no key qualifies.
-const errNoSharedKeyCause = "no usable key: recast needs a PRIMARY KEY or a UNIQUE key on NOT NULL columns present in both the old and the new table (an ENUM, SET, BIT, FLOAT or DOUBLE column of the key must keep its type)"
+const errNoSharedKeyCause = "no usable key: recast needs a PRIMARY KEY or a UNIQUE key on NOT NULL columns present in both the old and the new table (an ENUM, SET, BIT, FLOAT or DOUBLE column of the key must keep its type, and a string column must not get a collation under which distinct values become equal, such as _bin to _ci)"
 
 // SharedKey picks the key that chunks the source and identifies rows in both
 // tables: the first identifying key of the source (unique, every column NOT
@@ -137,15 +137,62 @@ func SharedKey(source, ghost *table.Table, pairs []ColumnPair) (src, gh []string
 func boundsCarry(source, ghost *table.Table, src, gh []string) bool {
 	for i := range src {
 		sc := source.Columns[source.ColumnIndex(src[i])]
-		if !table.KeyNumbered(sc) {
-			continue
-		}
 		gi := ghost.ColumnIndex(gh[i])
-		if gi < 0 || !strings.EqualFold(sc.ColumnType, ghost.Columns[gi].ColumnType) {
+		if gi < 0 {
+			return false
+		}
+		if Coarsens(sc, ghost.Columns[gi]) {
+			return false
+		}
+		if table.KeyNumbered(sc) && !strings.EqualFold(sc.ColumnType, ghost.Columns[gi].ColumnType) {
 			return false
 		}
 	}
 	return true
+}
+
+// Coarsens reports whether the new column's comparison can make distinct
+// values of the old one equal: a case- or accent-sensitive (_bin, _cs) or
+// binary string column given a collation that is not, a NO PAD one given a
+// PAD SPACE one or made CHAR (trailing spaces). Such a column cannot
+// identify rows in both tables: the applier's REPLACE and DELETE by key
+// would meet the other row ('a' for 'A'). (Collations that differ only in
+// the name of utf8mb3/utf8mb4 compare alike.) A change between two
+// insensitive collations is not detected here: preflight's duplicate check
+// covers the rows present when the migration starts.
+func Coarsens(sc, gc table.Column) bool {
+	if gc.Charset == "" && sc.Charset == "" {
+		return false // binary to binary: byte for byte
+	}
+	if gc.Charset == "" {
+		return false // into bytes: no two values become equal
+	}
+	norm := func(c string) string {
+		for _, p := range []string{"utf8mb3_", "utf8_"} {
+			if strings.HasPrefix(c, p) {
+				return "utf8mb4_" + strings.TrimPrefix(c, p)
+			}
+		}
+		return c
+	}
+	noPad := func(c string) bool { return strings.Contains(c, "nopad") || strings.Contains(c, "_0900_") }
+	exact := func(c string) bool { return strings.HasSuffix(c, "_bin") || strings.HasSuffix(c, "_cs") }
+	if sc.Charset != "" && norm(sc.Collation) == norm(gc.Collation) {
+		return noPad(sc.Collation) && gc.DataType == "char" && sc.DataType != "char"
+	}
+	if sc.Charset == "" {
+		// Bytes into characters: 'a' and 'a ' stay apart only under a NO
+		// PAD binary collation.
+		return !(noPad(gc.Collation) && exact(gc.Collation))
+	}
+	src := exact(sc.Collation)
+	switch {
+	case noPad(sc.Collation) && !noPad(gc.Collation):
+		return true
+	case src && !exact(gc.Collation):
+		return true
+	}
+	return false
 }
 
 // mapKey maps a source key's columns to ghost columns; ok is false when a

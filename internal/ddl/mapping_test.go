@@ -234,3 +234,40 @@ func TestSharedKeyBoundsCarry(t *testing.T) {
 		}
 	}
 }
+
+func TestCoarsens(t *testing.T) {
+	str := func(typ, coll string) table.Column {
+		c := table.Column{DataType: typ, ColumnType: typ + "(20)", Collation: coll}
+		if coll != "" {
+			c.Charset, _, _ = strings.Cut(coll, "_")
+		}
+		return c
+	}
+	cases := []struct {
+		src, gh table.Column
+		want    bool
+	}{
+		{str("varchar", "utf8mb4_bin"), str("varchar", "utf8mb4_general_ci"), true},
+		{str("varchar", "latin1_general_cs"), str("varchar", "latin1_swedish_ci"), true},
+		{str("varchar", "utf8mb4_0900_as_cs"), str("varchar", "utf8mb4_0900_ai_ci"), true},
+		{str("varbinary", ""), str("varchar", "utf8mb4_general_ci"), true},
+		{str("varbinary", ""), str("varchar", "utf8mb4_bin"), true}, // PAD SPACE: 'a' = 'a '
+		{str("varbinary", ""), str("varchar", "utf8mb4_0900_bin"), false},
+		{str("varchar", "utf8mb4_0900_ai_ci"), str("varchar", "utf8mb4_general_ci"), true}, // NO PAD to PAD
+		{str("varchar", "utf8mb4_0900_bin"), str("char", "utf8mb4_0900_bin"), true},        // CHAR strips spaces
+		{str("varchar", "utf8mb4_bin"), str("varchar", "utf8mb4_bin"), false},
+		{str("varchar", "utf8mb3_bin"), str("varchar", "utf8mb4_bin"), false},
+		{str("varchar", "utf8mb3_general_ci"), str("varchar", "utf8mb4_general_ci"), false},
+		{str("varchar", "latin1_bin"), str("varchar", "utf8mb4_bin"), false},
+		{str("varchar", "utf8mb4_general_ci"), str("varchar", "utf8mb4_bin"), false},           // finer
+		{str("varchar", "latin1_swedish_ci"), str("varchar", "utf8mb4_general_ci"), false},     // insensitive to insensitive: not detected
+		{str("varchar", "utf8mb4_general_ci"), str("varchar", "utf8mb4_uca1400_ai_ci"), false}, // (the same)
+		{str("varchar", "utf8mb4_bin"), str("varbinary", ""), false},
+		{table.Column{DataType: "int", ColumnType: "int(11)"}, table.Column{DataType: "bigint", ColumnType: "bigint(20)"}, false},
+	}
+	for _, c := range cases {
+		if got := Coarsens(c.src, c.gh); got != c.want {
+			t.Errorf("Coarsens(%s %s -> %s %s) = %v, want %v", c.src.DataType, c.src.Collation, c.gh.DataType, c.gh.Collation, got, c.want)
+		}
+	}
+}

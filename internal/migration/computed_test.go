@@ -2,6 +2,7 @@ package migration
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"regexp"
 	"strings"
@@ -261,4 +262,93 @@ func TestVerifyWidenedKey(t *testing.T) {
 		t.Fatalf("row 7 holds v = %d after the run (%v); the source holds 1000", v, err)
 	}
 	t.Logf("run: %v", err)
+}
+
+// TestKeyCollationCoarsens: a key whose new collation makes distinct values
+// equal ('a' and 'A' under _ci after _bin) cannot identify rows: alone it
+// is refused; next to another key, that one identifies rows and the
+// coarsened key is guarded like any new unique key. Then an 'A' inserted
+// after the checksum while 'a' exists fails the run when both are there at
+// the end (the server's ALTER fails too), and does not cost 'a' when it is
+// deleted again.
+func TestKeyCollationCoarsens(t *testing.T) {
+	t.Parallel()
+	const alter = "MODIFY code VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL"
+	setup := func(t *testing.T, unique string) (string, *sql.DB) {
+		schema := testutil.NewSchema(t)
+		db := testutil.DB(t, schema)
+		testutil.Exec(t, db, "CREATE TABLE t (code VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY, id INT NOT NULL, v INT"+unique+")")
+		for i := 1; i <= 50; i++ {
+			testutil.Exec(t, db, fmt.Sprintf("INSERT INTO t VALUES ('k%d', %d, %d)", i, i, i))
+		}
+		testutil.Exec(t, db, "INSERT INTO t VALUES ('a', 100, 100)")
+		return schema, db
+	}
+	t.Run("alone", func(t *testing.T) {
+		schema, db := setup(t, "")
+		before := testutil.TableChecksum(t, db, schema, "t", "code")
+		_, err := runT(ctxFor(t, time.Minute), testOptions(t, schema, "t", alter))
+		if err == nil || !strings.Contains(err.Error(), "no usable key") || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("Run = %v; want the one-line refusal", err)
+		}
+		if after := testutil.TableChecksum(t, db, schema, "t", "code"); after != before {
+			t.Fatal("the table changed")
+		}
+	})
+	for _, c := range []struct {
+		name    string
+		changes []string
+		fails   bool
+	}{
+		{"both-stay", []string{"INSERT INTO t VALUES ('A', 101, 101)"}, true},
+		{"inserted-and-deleted", []string{"INSERT INTO t VALUES ('A', 101, 101)", "DELETE FROM t WHERE id = 101"}, false},
+		{"inserted-and-deleted-apart", []string{"INSERT INTO t VALUES ('A', 101, 101)", "wait", "DELETE FROM t WHERE id = 101"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			schema, db := setup(t, ", UNIQUE KEY (id)")
+			o := testOptions(t, schema, "t", alter)
+			o.DropOldTable = false
+			o.CutOverAttempts = 2
+			var once sync.Once
+			o.Pause = func(ctx context.Context, point string) {
+				if point != "cutover:before-lock" {
+					return
+				}
+				once.Do(func() {
+					for _, q := range c.changes {
+						if q == "wait" { // the insert applied first, in a window of its own
+							for {
+								var n int
+								if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+GhostName("t")+" WHERE id = 101").Scan(&n); err != nil || n == 1 {
+									break
+								}
+								time.Sleep(10 * time.Millisecond)
+							}
+							continue
+						}
+						testutil.Exec(t, db, q)
+					}
+				})
+			}
+			_, err := runT(ctxFor(t, 2*time.Minute), o)
+			if c.fails {
+				if err == nil {
+					t.Fatal("recast swapped in a table where the server's ALTER fails (duplicate 'a'/'A')")
+				}
+				t.Logf("run: %v", err)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE code = _utf8mb4'a' COLLATE utf8mb4_bin").Scan(&n); err != nil || n != 1 {
+				t.Fatalf("row 'a': %d rows, %v", n, err)
+			}
+			testutil.Exec(t, db, "CREATE TABLE n LIKE "+OldName("t"), "INSERT INTO n SELECT * FROM "+OldName("t"), "ALTER TABLE n "+alter)
+			if got, want := testutil.TableChecksum(t, db, schema, "t", "id"), testutil.TableChecksum(t, db, schema, "n", "id"); got != want {
+				t.Fatal("the table differs from the server's ALTER")
+			}
+		})
+	}
 }
