@@ -22,6 +22,8 @@ func addThrottleCompatFlags(fs *pflag.FlagSet, o *migration.Options) {
 		"after each chunk, sleep this many times the chunk's time (gh-ost's --nice-ratio: 1 doubles the copy's time; 0: no sleep)")
 	fs.Float64Var(&o.MaxCopyRate, "max-copy-rate", o.MaxCopyRate,
 		"while the application is active (as --max-latency-ratio's probe sees it; always with --max-latency-ratio 0), copy at most this many rows a second, in short chunks; an idle server's copy is not capped (0: no cap)")
+	fs.Float64Var(&o.MinCopyRate, "min-copy-rate", o.MinCopyRate,
+		"the pacer (--max-latency-ratio) never slows the copy below this many rows a second, so that a copy under a steady load finishes; replica lag, load, flag files and --max-copy-rate still throttle it (0: no floor)")
 	fs.BoolVar(&o.ExactRowcount, "exact-rowcount", o.ExactRowcount,
 		"count the table's rows (SELECT COUNT(*), in the background) for the progress and the ETA instead of the statistics' estimate")
 }

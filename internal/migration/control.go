@@ -67,6 +67,7 @@ type Control struct {
 	throttleQuery string // --throttle-query, changeable live
 	niceRatio     float64
 	rateCap       *throttle.RateCap // --max-copy-rate (never nil; rate 0: no cap)
+	minRate       float64           // --min-copy-rate (0: no floor)
 	paused        bool
 
 	hooks       *hookRunner             // the running migration's hooks (hooks.go), for InteractiveCommand
@@ -151,6 +152,7 @@ func (c *Control) init(o Options) {
 	c.throttleQuery = o.ThrottleQuery
 	c.niceRatio = o.NiceRatio
 	c.rateCap.SetRate(o.MaxCopyRate)
+	c.minRate = o.MinCopyRate
 }
 
 // control returns the migration's Control (a private one if none was given).
@@ -197,14 +199,28 @@ func (c *Control) pace(ctx context.Context, took time.Duration, rows int64) erro
 	d := niceSleep(took, c.niceRatio)
 	c.pushChunkTime()
 	capped := c.rateCapped()
+	floor := c.minRate
 	c.mu.Unlock()
 	if p := c.pacer(); p != nil {
-		d = max(d, p.PauseFor(took))
+		pd := p.PauseFor(took)
+		if floor > 0 && c.cp != nil && !p.State().Measuring {
+			threads, _, _, _ := c.cp.Settings()
+			pd = min(pd, floorPause(rows, took, threads, floor))
+		}
+		d = max(d, pd)
 	}
 	if capped {
 		d = max(d, c.rateCap.PauseFor(rows, took, time.Now()))
 	}
 	return throttle.Sleep(ctx, d)
+}
+
+// floorPause is the longest pause after a chunk of rows rows that took took
+// with which threads copy threads together still copy floor rows a second
+// (--min-copy-rate).
+func floorPause(rows int64, took time.Duration, threads int, floor float64) time.Duration {
+	period := time.Duration(float64(max(threads, 1)) * float64(max(rows, 1)) / floor * float64(time.Second))
+	return max(period-took, 0)
 }
 
 // rateCapped tells whether --max-copy-rate holds the copy now: it is set,
@@ -522,7 +538,7 @@ func (c *Control) Set(key, value string) error {
 		if th != nil {
 			after = func() { th.SetMaxLag(d) }
 		}
-	case "max-latency-ratio", "nice-ratio", "max-copy-rate":
+	case "max-latency-ratio", "nice-ratio", "max-copy-rate", "min-copy-rate":
 		return c.setPacing(key, value)
 	case "throttle-query":
 		// gh-ost's throttle-query=: from the next poll on (empty: none).
@@ -536,7 +552,8 @@ func (c *Control) Set(key, value string) error {
 	return nil
 }
 
-// setPacing sets max-latency-ratio, nice-ratio or max-copy-rate; c.mu is
+// setPacing sets max-latency-ratio, nice-ratio, max-copy-rate or
+// min-copy-rate; c.mu is
 // held.
 func (c *Control) setPacing(key, value string) error {
 	r, err := strconv.ParseFloat(value, 64)
@@ -548,6 +565,13 @@ func (c *Control) setPacing(key, value string) error {
 			return err
 		}
 		c.niceRatio = r
+		return nil
+	}
+	if key == "min-copy-rate" {
+		if err := settings.MinCopyRate(r); err != nil {
+			return err
+		}
+		c.minRate = r
 		return nil
 	}
 	if key == "max-copy-rate" {

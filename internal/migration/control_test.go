@@ -262,3 +262,44 @@ func TestDutyText(t *testing.T) {
 		}
 	}
 }
+
+// TestFloorPause: --min-copy-rate's longest pause keeps threads × rows a
+// chunk per period at the floor.
+func TestFloorPause(t *testing.T) {
+	for _, c := range []struct {
+		rows    int64
+		took    time.Duration
+		threads int
+		floor   float64
+		want    time.Duration
+	}{
+		{100, 10 * time.Millisecond, 2, 1000, 190 * time.Millisecond}, // 2 × 100 rows per 200 ms
+		{100, 10 * time.Millisecond, 1, 1000, 90 * time.Millisecond},
+		{5000, 10 * time.Millisecond, 4, 1000, 20*time.Second - 10*time.Millisecond},
+		{100, 300 * time.Millisecond, 2, 1000, 0}, // the chunk alone took longer
+		{0, 10 * time.Millisecond, 2, 1000, 0},    // a chunk of no rows counts as one
+	} {
+		if got := floorPause(c.rows, c.took, c.threads, c.floor); got < c.want-time.Millisecond || got > c.want+time.Millisecond {
+			t.Errorf("floorPause(%d rows, %s, %d threads, %g/s) = %s, want %s", c.rows, c.took, c.threads, c.floor, got, c.want)
+		}
+	}
+}
+
+// TestMinCopyRateSetting: min-copy-rate is set live, checked, and shown.
+func TestMinCopyRateSetting(t *testing.T) {
+	ctl := etaControl(t, status.PhaseCopy, 1000, nil)
+	for _, bad := range []string{"-1", "x", "2e9"} {
+		if err := ctl.Set("min-copy-rate", bad); err == nil {
+			t.Errorf("min-copy-rate=%s accepted", bad)
+		}
+	}
+	if err := ctl.Set("min-copy-rate", "250"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ctl.Status().Settings.MinCopyRate; got != 250 {
+		t.Errorf("status min_copy_rate %g, want 250", got)
+	}
+	if err := ctl.Set("min-copy-rate", "0"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -173,7 +173,7 @@ func (c *Control) Status() status.Snapshot {
 		Threads: c.threads, ChunkTime: c.chunkTime.String(), MaxChunkRows: c.maxChunkRows,
 		MaxLag: c.maxLag.String(), MaxLoad: c.maxLoad.String(), CriticalLoad: c.critical.String(), CriticalLoadGrace: c.grace.String(),
 		ThrottleFlagFile: c.flagFile, PanicFlagFile: c.panicFile, PostponeFlagFile: c.postponeFile, ThrottleQuery: c.throttleQuery,
-		NiceRatio: c.niceRatio, MaxCopyRate: c.rateCap.Rate(),
+		NiceRatio: c.niceRatio, MaxCopyRate: c.rateCap.Rate(), MinCopyRate: c.minRate,
 	}
 	if c.thr != nil && c.thr.Pacer() != nil {
 		s.Settings.MaxLatencyRatio = c.thr.Pacer().State().Ratio

@@ -125,6 +125,12 @@ type Options struct {
 	// (the pacer's view of it; always, without a pacer), in short chunks
 	// (PacedChunkTime). 0: no cap.
 	MaxCopyRate float64
+	// MinCopyRate > 0 (--min-copy-rate): the pacer (MaxLatencyRatio) never
+	// slows the copy's threads together below this many rows a second, so
+	// that a copy under a steady load finishes; the other throttles
+	// (replica lag, load, flag files, --max-copy-rate, --nice-ratio) still
+	// apply. 0: no floor.
+	MinCopyRate float64
 	// ExactRowcount (gh-ost's --exact-rowcount): count the rows with
 	// SELECT COUNT(*) in the background at the start, for the progress and
 	// the ETA, instead of the table statistics' estimate.
@@ -183,6 +189,7 @@ func DefaultOptions() Options {
 		MaxLag:              settings.MaxLag.Default,
 		ThrottleHTTPTimeout: settings.ThrottleHTTPTimeout.Default,
 		MaxLatencyRatio:     settings.DefaultLatencyRatio,
+		MinCopyRate:         settings.DefaultMinCopyRate,
 	}
 }
 
@@ -208,7 +215,7 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--throttle-http must be an http:// or https:// URL, not %q", o.ThrottleHTTP))
 		}
 	}
-	errs = append(errs, settings.LatencyRatio(o.MaxLatencyRatio), settings.NiceRatio(o.NiceRatio), settings.CopyRate(o.MaxCopyRate))
+	errs = append(errs, settings.LatencyRatio(o.MaxLatencyRatio), settings.NiceRatio(o.NiceRatio), settings.CopyRate(o.MaxCopyRate), settings.MinCopyRate(o.MinCopyRate))
 	switch o.CopyLock {
 	case "":
 		o.CopyLock = "none"

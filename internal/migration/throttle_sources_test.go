@@ -192,6 +192,7 @@ func TestPacedCopy(t *testing.T) {
 	o := testOptions(t, schema, "t", "ADD COLUMN c INT")
 	slowCopy(&o)
 	o.MaxLatencyRatio = 2
+	o.MinCopyRate = 0 // the pacer alone (the floor would end the copy before the duty grows back)
 	ctl := NewControl()
 	r := startControlled(t, ctl, o)
 	s := until(t, r, time.Minute, "the paced copy, the application seen", func(s status.Snapshot) bool {

@@ -31,6 +31,7 @@ throttle-query=SQL   # --throttle-query from now on (empty: none)
 max-latency-ratio=R  # --max-latency-ratio (0: stop pacing; only in a run started with it)
 nice-ratio=R         # --nice-ratio: sleep R × each chunk's time after it (0: no sleep)
 max-copy-rate=N      # --max-copy-rate: at most N rows a second while the application is active (0: no cap)
+min-copy-rate=N      # --min-copy-rate: the pacer never slows the copy below N rows a second (0: no floor)
 unpostpone, no-postpone  # cut over now instead of waiting for the postpone flag file (POST /cutover)
 panic                # abort the migration (POST /abort)
 threads=N, chunk-time=D, max-chunk-rows=N, max-lag=D   # recast's own names (POST /set)
@@ -252,6 +253,8 @@ func current(st Settings, key string) (string, error) {
 		return strconv.FormatFloat(st.NiceRatio, 'g', -1, 64), nil
 	case "max-copy-rate":
 		return strconv.FormatFloat(st.MaxCopyRate, 'g', -1, 64), nil
+	case "min-copy-rate":
+		return strconv.FormatFloat(st.MinCopyRate, 'g', -1, 64), nil
 	}
 	return "", fmt.Errorf("unknown setting %q", key)
 }

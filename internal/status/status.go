@@ -44,7 +44,7 @@ type Controller interface {
 }
 
 // SettableKeys are the keys Set accepts.
-var SettableKeys = []string{"threads", "chunk-time", "max-chunk-rows", "max-lag", "max-load", "critical-load", "throttle-query", "max-latency-ratio", "nice-ratio", "max-copy-rate"}
+var SettableKeys = []string{"threads", "chunk-time", "max-chunk-rows", "max-lag", "max-load", "critical-load", "throttle-query", "max-latency-ratio", "nice-ratio", "max-copy-rate", "min-copy-rate"}
 
 // Snapshot is GET /status.
 type Snapshot struct {
@@ -172,6 +172,7 @@ type Settings struct {
 	MaxLatencyRatio   float64 `json:"max_latency_ratio"`
 	NiceRatio         float64 `json:"nice_ratio"`
 	MaxCopyRate       float64 `json:"max_copy_rate"` // rows a second while the application may be active; 0: no cap
+	MinCopyRate       float64 `json:"min_copy_rate"` // rows a second the pacer never slows the copy below; 0: no floor
 	MaxLoad           string  `json:"max_load"`
 	CriticalLoad      string  `json:"critical_load"`
 	CriticalLoadGrace string  `json:"critical_load_grace"`
