@@ -52,6 +52,7 @@ func TestChecks(t *testing.T) {
 		check    string // "" means: passes
 		keywords []string
 		mariadb  bool // the setup uses MariaDB-only features (sequences, system versioning)
+		mysql    bool // the refusal is MySQL's only
 	}{
 		{name: "passes", check: ""},
 		{name: "table missing", table: "nosuch", check: "table", keywords: []string{"table `", "nosuch` does not exist", "check --database and --table"}},
@@ -67,6 +68,9 @@ func TestChecks(t *testing.T) {
 		{name: "several statements", alter: "ADD COLUMN x INT; DROP TABLE t", check: "alter", keywords: []string{"several statements"}},
 		{name: "other table", alter: "ALTER TABLE u ADD COLUMN x INT", check: "alter", keywords: []string{"ALTER of `u`"}},
 		{name: "other schema", alter: "ALTER TABLE otherdb.t ADD COLUMN x INT", check: "alter", keywords: []string{"ALTER of `otherdb`.`t`"}},
+		{name: "check constraint named", setup: []string{"ALTER TABLE t ADD CONSTRAINT positive_b CHECK (b > 0)"}, mysql: true,
+			check: "check-constraint-names", keywords: []string{"has CHECK constraints named `positive_b`", "t_chk_N", "own ALTER TABLE"}},
+		{name: "check constraint unnamed", setup: []string{"ALTER TABLE t ADD CHECK (b > 0)"}, check: ""},
 		{name: "triggers", setup: []string{"CREATE TRIGGER trg_a BEFORE INSERT ON t FOR EACH ROW SET NEW.b = 1"}, check: "triggers", keywords: []string{"has triggers (`trg_a`)", "SHOW CREATE TRIGGER"}},
 		{name: "fk child", setup: []string{"CREATE TABLE p (id INT PRIMARY KEY)", "CREATE TABLE c (id INT PRIMARY KEY, pid INT, CONSTRAINT fk_c FOREIGN KEY (pid) REFERENCES p (id))"},
 			table: "c", check: "foreign-keys", keywords: []string{"has foreign keys (`fk_c` -> ", "`p`", "not support foreign keys"}},
@@ -124,6 +128,9 @@ func TestChecks(t *testing.T) {
 			t.Parallel()
 			if tc.mariadb && testutil.Server(t).MySQL() {
 				t.Skip("MariaDB-only feature")
+			}
+			if tc.mysql && !testutil.Server(t).MySQL() {
+				t.Skip("MySQL's refusal")
 			}
 			schema := testutil.NewSchema(t)
 			db := testutil.DB(t, schema)
