@@ -66,6 +66,11 @@ type State struct {
 	// deferred indexes were left out: what it must be again after their
 	// build (but for AUTO_INCREMENT).
 	DeferredFrom string `json:"deferred_from,omitempty"`
+	// SQLMode and TimeZone are the semantics the run converts values
+	// under (the server's globals or --set-vars'): a resumed run must
+	// convert the rest alike. Empty in checkpoints before session 27.
+	SQLMode  string `json:"sql_mode,omitempty"`
+	TimeZone string `json:"time_zone,omitempty"`
 }
 
 // Pos returns the applied position.

@@ -66,7 +66,8 @@ func (m *migrator) prepareGhost(ctx context.Context) (*Plan, checkpoint.State, e
 	if err != nil {
 		return nil, checkpoint.State{}, err
 	}
-	st := checkpoint.State{Alter: o.Alter, Key: plan.KeySource, Server: id, DeferredIndexes: deferred, DeferredFrom: deferredFrom}
+	st := checkpoint.State{Alter: o.Alter, Key: plan.KeySource, Server: id, DeferredIndexes: deferred, DeferredFrom: deferredFrom,
+		SQLMode: m.sem.SQLMode, TimeZone: m.sem.TimeZone}
 	st.SetPos(pos)
 	if err := checkpoint.Create(ctx, m.db, o.Database, o.Table); err != nil {
 		return nil, st, err
@@ -241,6 +242,10 @@ func (m *migrator) checkResume(ctx context.Context) error {
 	}
 	if strings.TrimSpace(st.Alter) != strings.TrimSpace(o.Alter) {
 		return fmt.Errorf("--resume: the checkpoint is for --alter %q, not %q: pass the same ALTER (%s)", st.Alter, o.Alter, keep)
+	}
+	if st.SQLMode != "" && (st.SQLMode != m.sem.SQLMode || st.TimeZone != m.sem.TimeZone) {
+		return fmt.Errorf("--resume: the interrupted run converted values under sql_mode=%q and time_zone=%q, this one would under sql_mode=%q and time_zone=%q: set them back (the server's globals, or --set-vars) (%s)",
+			st.SQLMode, st.TimeZone, m.sem.SQLMode, m.sem.TimeZone, keep)
 	}
 	rs := &resumeState{state: st, ghost: GhostName(o.Table)}
 	gt, err := table.Load(ctx, m.db, o.Database, rs.ghost)

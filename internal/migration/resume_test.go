@@ -469,6 +469,16 @@ func TestResumeRefusalKeepsHelpers(t *testing.T) {
 	}
 	helpers("after a mistyped dry run")
 
+	// Other semantics than the interrupted run's: the rest would convert
+	// differently.
+	zoned := o
+	zoned.Resume = true
+	zoned.Conn.SetVars = map[string]string{"time_zone": "'+03:00'"}
+	if _, err := runT(ctx, zoned); err == nil || !strings.Contains(err.Error(), `time_zone="+03:00"`) {
+		t.Fatalf("--resume under another time_zone: want a refusal naming it, got %v", err)
+	}
+	helpers("after a --resume under another time_zone")
+
 	// A checkpoint whose binlog position is gone (purged, another server).
 	var saved string
 	if err := db.QueryRowContext(ctx, "SELECT state FROM _wl_chk WHERE id = 1").Scan(&saved); err != nil {
