@@ -120,29 +120,10 @@ func convExpr(sc, gc table.Column, sem dbconn.Semantics) (string, error) {
 		}
 		return "", nil
 	}
-	if gt == "json" && (isInt(st) || st == "decimal" || st == "double" || st == "float") {
-		// MySQL (MariaDB's JSON reads as LONGTEXT): the server's ALTER
-		// parses the number's text as JSON (a DOUBLE 3 is the integer 3,
-		// a DECIMAL 1.50 the double 1.5, a FLOAT its 6 digits), and a
-		// number literal is refused (3140).
-		if st == "float" {
-			return "CONCAT(CAST(? AS FLOAT))", nil
-		}
-		return "CONCAT(?)", nil
+	if e, ok := stringExpr(sc, gc); ok {
+		return e, nil
 	}
 	switch st {
-	case "bit":
-		if !isBlob(gt) {
-			return "", nil // a number, or its decimal text (as the server's copy gives a CHAR or VARBINARY)
-		}
-		// Into a BLOB or TEXT the server copies the column's bytes
-		// (BIT(M): ceil(M/8) of them, big-endian), not the number's text.
-		n, _ := strconv.Atoi(typeArgs(sc.ColumnType))
-		raw := fmt.Sprintf("UNHEX(LPAD(HEX(?), %d, '0'))", 2*((max(n, 1)+7)/8))
-		if gc.Charset != "" {
-			return "CONVERT(" + raw + " USING " + gc.Charset + ")", nil
-		}
-		return raw, nil
 	case "float":
 		switch {
 		case gt == "float":
@@ -161,19 +142,9 @@ func convExpr(sc, gc table.Column, sem dbconn.Semantics) (string, error) {
 			return "", nil
 		}
 		return "CAST(? AS DECIMAL(" + typeArgs(sc.ColumnType) + "))", nil
-	case "year":
-		if isText(gt) {
-			return "LPAD(?, 4, '0')", nil // YEAR 0 reads '0000'
-		}
-		return "", nil
 	case "date", "time", "datetime":
 		// Into numbers and into other temporal types (a TIME becomes a
 		// DATETIME of today) the value converts from its own type.
-		if st == "time" && fsp(sc) > 0 && isText(gt) {
-			// The image of a TIME(n) with no fraction has none ("12:34:56");
-			// as text the server writes its n digits.
-			return fmt.Sprintf("CAST(? AS TIME(%d))", fsp(sc)), nil
-		}
 		if gt == st || isChar(gt) {
 			return "", nil
 		}
@@ -201,6 +172,42 @@ func convExpr(sc, gc table.Column, sem dbconn.Semantics) (string, error) {
 		return "(" + strings.Join(terms, " + ") + ")", nil
 	}
 	return "", nil
+}
+
+// stringExpr is convExpr's template for the conversions into strings and
+// JSON whose literal differs from the server's text; ok false: none here.
+func stringExpr(sc, gc table.Column) (string, bool) {
+	st, gt := sc.DataType, gc.DataType
+	switch {
+	case gt == "json" && (isInt(st) || st == "decimal" || st == "double" || st == "float"):
+		// MySQL (MariaDB's JSON reads as LONGTEXT): the server's ALTER
+		// parses the number's text as JSON (a DOUBLE 3 is the integer 3,
+		// a DECIMAL 1.50 the double 1.5, a FLOAT its 6 digits), and a
+		// number literal is refused (3140).
+		if st == "float" {
+			return "CONCAT(CAST(? AS FLOAT))", true
+		}
+		return "CONCAT(?)", true
+	case st == "bit":
+		if !isBlob(gt) {
+			return "", true // a number, or its decimal text (as the server's copy gives a CHAR or VARBINARY)
+		}
+		// Into a BLOB or TEXT the server copies the column's bytes
+		// (BIT(M): ceil(M/8) of them, big-endian), not the number's text.
+		n, _ := strconv.Atoi(typeArgs(sc.ColumnType))
+		raw := fmt.Sprintf("UNHEX(LPAD(HEX(?), %d, '0'))", 2*((max(n, 1)+7)/8))
+		if gc.Charset != "" {
+			return "CONVERT(" + raw + " USING " + gc.Charset + ")", true
+		}
+		return raw, true
+	case st == "year" && isText(gt):
+		return "LPAD(?, 4, '0')", true // YEAR 0 reads '0000'
+	case st == "time" && fsp(sc) > 0 && isText(gt):
+		// The image of a TIME(n) with no fraction has none ("12:34:56");
+		// as text the server writes its n digits.
+		return fmt.Sprintf("CAST(? AS TIME(%d))", fsp(sc)), true
+	}
+	return "", false
 }
 
 // copyExprs returns, per column pair, the copy's SELECT expression where
