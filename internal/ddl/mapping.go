@@ -18,8 +18,8 @@ type ColumnPair struct{ Source, Ghost string }
 // name again (MariaDB gives that one its default, not the old values).
 // Generated columns on either side are excluded: they are computed, never
 // written; a generated column that becomes a plain one is refused (the
-// server keeps its values, recast would not). Pairs come in the ghost table's column order; names are spelled
-// as each table spells them.
+// server keeps its values, recast would not). Pairs come in the ghost
+// table's column order; names are spelled as each table spells them.
 //
 // Map refuses a ghost that does not match the analysis: a source column the
 // ALTER neither drops nor renames but that the ghost lacks, a rename whose
@@ -181,6 +181,9 @@ func Coarsens(sc, gc table.Column) bool {
 		return noPad(sc.Collation) && gc.DataType == "char" && sc.DataType != "char"
 	}
 	if sc.Charset == "" {
+		if !table.IsBinaryType(sc.DataType) {
+			return false // a number or a date made text: distinct values stay distinct
+		}
 		// Bytes into characters: 'a' and 'a ' stay apart only under a NO
 		// PAD binary collation.
 		return !(noPad(gc.Collation) && exact(gc.Collation))

@@ -264,6 +264,7 @@ func TestCoarsens(t *testing.T) {
 		{str("varchar", "utf8mb4_general_ci"), str("varchar", "utf8mb4_uca1400_ai_ci"), false}, // (the same)
 		{str("varchar", "utf8mb4_bin"), str("varbinary", ""), false},
 		{table.Column{DataType: "int", ColumnType: "int(11)"}, table.Column{DataType: "bigint", ColumnType: "bigint(20)"}, false},
+		{table.Column{DataType: "int", ColumnType: "int(11)"}, str("varchar", "utf8mb4_general_ci"), false}, // distinct numbers, distinct texts
 	}
 	for _, c := range cases {
 		if got := Coarsens(c.src, c.gh); got != c.want {

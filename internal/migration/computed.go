@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/sqltok"
 	"github.com/recast-osc/recast/internal/table"
 )
 
@@ -82,17 +83,13 @@ func serverComputed(create string, ghost *table.Table, paired map[string]bool, u
 	}
 	const fix = "run this ALTER with the server's own ALTER TABLE"
 	for _, line := range strings.Split(create, "\n") {
-		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "`") {
+		col, low, isCol := splitLine(line)
+		if !isCol {
 			// A functional key part: KEY `fx` ((expr)).
-			if !utc && strings.Contains(line, "KEY") && strings.Contains(line, "((") && zoned(strings.ToLower(unquoteLiterals(line))) {
+			if !utc && strings.Contains(low, " key ") && strings.Contains(low, "( (") && zoned(low) {
 				return fmt.Errorf("refused: the new table's key %s has an expression that depends on the time zone (%s), which recast's applier (in UTC) would compute differently from the server's ALTER; fix: %s",
-					strings.TrimSuffix(line, ","), zone, fix)
+					strings.TrimSuffix(strings.TrimSpace(line), ","), zone, fix)
 			}
-			continue
-		}
-		col, rest, ok := splitIdent(line)
-		if !ok {
 			continue
 		}
 		gi := ghost.ColumnIndex(col)
@@ -100,13 +97,12 @@ func serverComputed(create string, ghost *table.Table, paired map[string]bool, u
 			continue
 		}
 		c := ghost.Columns[gi]
-		low := strings.ToLower(unquoteLiterals(rest))
 		qc := table.QuoteIdent(c.Name)
 		if c.Generated {
 			if utc || (c.Virtual && !indexed[strings.ToLower(c.Name)]) {
 				continue // computed when read, in the reader's zone
 			}
-			if _, expr, ok := strings.Cut(low, "as ("); ok && zoned(expr) {
+			if _, expr, ok := strings.Cut(low, " as ( "); ok && zoned(expr) {
 				return fmt.Errorf("refused: generated column %s depends on the time zone (%s), and the rows recast's applier writes (in UTC) would get other values than the server's ALTER gives them; fix: %s",
 					qc, zone, fix)
 			}
@@ -141,46 +137,26 @@ func serverComputed(create string, ghost *table.Table, paired map[string]bool, u
 	return nil
 }
 
-// splitIdent splits a line that starts with a quoted identifier into the
-// name (a doubled backquote inside it read as one) and the rest.
-func splitIdent(line string) (name, rest string, ok bool) {
-	var b strings.Builder
-	for i := 1; i < len(line); i++ {
-		if line[i] == '`' {
-			if i+1 < len(line) && line[i+1] == '`' {
-				b.WriteByte('`')
-				i++
-				continue
-			}
-			return b.String(), line[i+1:], true
-		}
-		b.WriteByte(line[i])
+// splitLine tokenizes one line of SHOW CREATE TABLE: a column's line
+// starts with its quoted name (name, ok); rest is the line's text after it,
+// its tokens separated by single spaces and its string literals blanked
+// (”), lower case, so that a literal's text is not read as SQL.
+func splitLine(line string) (name, rest string, ok bool) {
+	toks, _ := sqltok.Scan(line, sqltok.Options{Exec: sqltok.Enter})
+	if len(toks) == 0 {
+		return "", "", false
 	}
-	return "", "", false
-}
-
-// unquoteLiterals blanks out single-quoted literals (with doubled or
-// backslash-escaped quotes inside) so that their text is not read as SQL.
-func unquoteLiterals(s string) string {
-	var b strings.Builder
-	in := false
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		switch {
-		case !in && ch == '\'':
-			in = true
-			b.WriteString("''")
-		case in && ch == '\\' && i+1 < len(s):
-			i++
-		case in && ch == '\'':
-			if i+1 < len(s) && s[i+1] == '\'' {
-				i++
-				continue
-			}
-			in = false
-		case !in:
-			b.WriteByte(ch)
-		}
+	from := 0
+	if toks[0].Kind == sqltok.Quoted {
+		name, ok, from = toks[0].Unquoted(), true, 1
 	}
-	return b.String()
+	parts := make([]string, 0, len(toks))
+	for _, t := range toks[from:] {
+		if t.Kind == sqltok.String {
+			parts = append(parts, "''")
+			continue
+		}
+		parts = append(parts, t.Text)
+	}
+	return name, " " + strings.ToLower(strings.Join(parts, " ")) + " ", ok
 }

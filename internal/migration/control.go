@@ -199,12 +199,12 @@ func (c *Control) pace(ctx context.Context, took time.Duration, rows int64) erro
 	d := niceSleep(took, c.niceRatio)
 	c.pushChunkTime()
 	capped := c.rateCapped()
-	floor := c.minRate
+	floor, cp := c.minRate, c.cp
 	c.mu.Unlock()
 	if p := c.pacer(); p != nil {
 		pd := p.PauseFor(took)
-		if floor > 0 && c.cp != nil && !p.State().Measuring {
-			threads, _, _, _ := c.cp.Settings()
+		if floor > 0 && cp != nil && !p.State().Measuring {
+			threads, _, _, _ := cp.Settings()
 			pd = min(pd, floorPause(rows, took, threads, floor))
 		}
 		d = max(d, pd)
