@@ -42,7 +42,7 @@ ROWS=1000000
 ONLY=idle,light,heavy
 ALL_TOOLS=native-inplace,native-copy,ptosc,recast,recast-share
 TOOLS=$ALL_TOOLS
-IDLE_REPEAT=3
+IDLE_REPEAT=4 # even: each tool's runs then sit at as many odd as even places in the sequence (ABBA)
 MAX_TPS=""
 RESUME=""
 KEEP_SANDBOX=0
@@ -477,7 +477,7 @@ if ! grep -q '^table' "$OUT/setup.env"; then
 			echo "between runs=the replica catches up (MASTER_GTID_WAIT), then FLUSH + PURGE BINARY LOGS BEFORE NOW() on both"
 		fi
 		echo "under load=sysbench starts ${BASELINE} s before the alter (first 5 s = warm-up, not in the baseline) and stops ${TAIL} s after it"
-		echo "idle runs=each tool $IDLE_REPEAT times, round-robin (odd rounds in the tools' order, even ones reversed); the ratios use the medians"
+		echo "idle runs=each tool $IDLE_REPEAT times, round-robin (odd rounds in the tools' order, even ones reversed$( [ $((IDLE_REPEAT % 2)) = 1 ] && [ "$IDLE_REPEAT" -gt 1 ] && echo '; an odd count: not balanced, the first tool runs first and last'); the ratios use the medians"
 		if [ "$DIRTY_TIMEOUT" != 0 ]; then
 			echo "before each run=it waits up to $DIRTY_TIMEOUT s until the page cache holds at most $DIRTY_MAX MiB dirty or under write-back and the primary's and the replica's buffer pools at most $DIRTY_PAGES_MAX dirty pages, which they flush meanwhile (innodb_max_dirty_pages_pct 0, restored after): the run before's binlogs and pages otherwise come back as write-back bursts in the next baseline, or in the next idle run's wall time"
 		fi
@@ -768,7 +768,12 @@ for load in idle light heavy; do
 		say "idle: $TOOLS, $IDLE_REPEAT times each"
 		# Odd repetitions in the order of --tools, even ones in reverse, so
 		# that each tool does not always follow the same one (recast
-		# followed pt-osc in every repetition until session 24).
+		# followed pt-osc in every repetition until session 24). With an
+		# even count (the default, 4) the order is balanced (A B B A A B B
+		# A): a drift of the machine over the set, or runs alternating
+		# slow and fast, weigh on every tool alike; with an odd count the
+		# first tool takes the first and the last places, and the most of
+		# whatever the set's first and last runs share (session 28).
 		for rep in $(seq 1 "$IDLE_REPEAT"); do
 			order=${TOOLS//,/ }
 			[ $((rep % 2)) = 0 ] && order=$(printf '%s\n' $order | tac | tr '\n' ' ')
