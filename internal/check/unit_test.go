@@ -21,7 +21,7 @@ func TestOrder(t *testing.T) {
 		orders[c.Order] = true
 	}
 	want := []string{"set-vars", "binlog", "privileges", "table", "system-versioning", "alter", "triggers",
-		"foreign-keys", "check-constraint-names", "lock", "helper-tables", "chunk-key", "not-null", "narrowing", "numeric-range", "unique"}
+		"foreign-keys", "check-constraint-names", "data-directory", "lock", "helper-tables", "chunk-key", "not-null", "narrowing", "numeric-range", "unique"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("checks run in order\n%v\nwant\n%v", got, want)
 	}
@@ -259,5 +259,23 @@ func TestLockName(t *testing.T) {
 	long := LockName(strings.Repeat("d", 64), "t")
 	if len(long) > 64 || !strings.HasPrefix(long, "recast:") || long == LockName(strings.Repeat("d", 64), "u") {
 		t.Errorf("long LockName = %q (%d)", long, len(long))
+	}
+}
+
+// TestPlacedIn: the DATA/INDEX DIRECTORY options of SHOW CREATE TABLE texts,
+// in table options and in MySQL's executable partition comments, not in
+// names or comments.
+func TestPlacedIn(t *testing.T) {
+	for create, want := range map[string]string{
+		"CREATE TABLE `t` (\n  `id` int NOT NULL,\n  PRIMARY KEY (`id`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 DATA DIRECTORY='/disk2/'":                        "DATA DIRECTORY='/disk2/'",
+		"CREATE TABLE `t` (\n  `id` int NOT NULL\n) ENGINE=InnoDB\n/*!50100 PARTITION BY HASH (`id`)\n(PARTITION p0 DATA DIRECTORY = '/d/p0' ENGINE = InnoDB) */": "DATA DIRECTORY='/d/p0'",
+		"CREATE TABLE `t` (\n  `id` int NOT NULL\n) ENGINE=MyISAM INDEX DIRECTORY='/i/'":                                                                          "INDEX DIRECTORY='/i/'",
+		"CREATE TABLE `t` (\n  `data` int NOT NULL COMMENT 'DATA DIRECTORY=x',\n  `directory` int\n) ENGINE=InnoDB COMMENT='data directory'":                      "",
+		"CREATE TABLE `t` (\n  `id` int NOT NULL\n) ENGINE=InnoDB":                                                                                                "",
+	} {
+		got, err := placedIn(create)
+		if err != nil || got != want {
+			t.Errorf("placedIn(%q) = %q, %v; want %q", create, got, err, want)
+		}
 	}
 }

@@ -75,9 +75,13 @@ type Config struct {
 	// the changes to a chunk's range until the chunk is over. Marks is the
 	// quoted watermark table (MarksName, CreateMarks) the binlog stream
 	// watches. Nil: every chunk is a locking read.
-	Defer  Deferrer
-	Marks  string
-	Logger *slog.Logger
+	Defer Deferrer
+	Marks string
+	// OrderedCommits, with Defer (MySQL), makes each chunk read
+	// @@GLOBAL.binlog_order_commits after its mark: a chunk that finds it
+	// OFF (switched off while the copy runs) locks its rows.
+	OrderedCommits bool
+	Logger         *slog.Logger
 }
 
 // Copier copies chunk after chunk.

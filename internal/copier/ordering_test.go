@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -83,6 +84,16 @@ func TestCommitVisibilityOrder(t *testing.T) {
 			t.Fatalf("LockFreeSupport accepts binlog_order_commits=OFF")
 		}
 		t.Logf("LockFreeSupport refuses: %s", why)
+		// Turned off while a lock-free copy runs: each chunk reads the
+		// setting after its mark and locks its rows.
+		if locked, chunks := copyOrderedCommits(t, db); locked != chunks || chunks < 3 {
+			t.Fatalf("with binlog_order_commits=OFF %d of %d lock-free chunks locked; want all", locked, chunks)
+		}
+		testutil.Exec(t, db, "SET GLOBAL binlog_order_commits = ON")
+		if locked, chunks := copyOrderedCommits(t, db); locked != 0 || chunks < 3 {
+			t.Fatalf("with binlog_order_commits=ON %d of %d lock-free chunks locked; want none", locked, chunks)
+		}
+		testutil.Exec(t, db, "SET GLOBAL binlog_order_commits = OFF")
 		r := runOrdering(t, iters, false)
 		t.Logf("%s binlog_order_commits=OFF, watermark then read: %s (first: %s)", testutil.Flavor(), r, r.first)
 	})
@@ -307,4 +318,43 @@ func readSnap(ctx context.Context, db *sql.DB, snaps [][orderingSessions]int64) 
 		n++
 	}
 	return n, rows.Err()
+}
+
+// copyOrderedCommits runs a lock-free copy (OrderedCommits, MySQL) of a
+// 300-row table in 100-row chunks and returns how many chunks locked, and
+// how many there were; the new table must hold every row.
+func copyOrderedCommits(t *testing.T, db *sql.DB) (locked, chunks int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	schema := testutil.NewSchema(t)
+	q := func(n string) string { return table.QuoteIdent(schema) + "." + table.QuoteIdent(n) }
+	var vals []string
+	for i := 1; i <= 300; i++ {
+		vals = append(vals, fmt.Sprintf("(%d, %d)", i, i))
+	}
+	testutil.Exec(t, db, "CREATE TABLE "+q("src")+" (id INT NOT NULL PRIMARY KEY, v INT)", "INSERT INTO "+q("src")+" VALUES "+strings.Join(vals, ","),
+		"CREATE TABLE "+q("g")+" LIKE "+q("src"))
+	if err := CreateMarks(ctx, db, q(MarksName("src"))); err != nil {
+		t.Fatal(err)
+	}
+	src, err := table.Load(ctx, db, schema, "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(db, Config{Source: src, Ghost: q("g"), SourceColumns: []string{"id", "v"}, GhostColumns: []string{"id", "v"},
+		KeyColumns: []string{"id"}, KeyIndex: "PRIMARY", MinChunk: 100, MaxChunk: 100, ChunkTime: time.Hour, Threads: 1,
+		Defer: &noDefer{}, Marks: q(MarksName("src")), OrderedCommits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+q("g")).Scan(&n); err != nil || n != 300 {
+		t.Fatalf("the copy wrote %d rows (%v); want 300", n, err)
+	}
+	_, locked = c.LockFree()
+	return locked, c.Progress().Chunks
 }

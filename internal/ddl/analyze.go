@@ -58,8 +58,8 @@ func Analyze(body string) (*Analysis, error) {
 }
 
 // AnalyzeFor is Analyze that also accepts the whole statement,
-// "ALTER [ONLINE] [IGNORE] TABLE [IF EXISTS] name body", provided it alters
-// table. table is a bare name or schema.name; a schema is compared only when
+// "ALTER [ONLINE] TABLE [IF EXISTS] name body", provided it alters table
+// (ALTER IGNORE is refused). table is a bare name or schema.name; a schema is compared only when
 // both table and the statement give one. Names compare exactly, as MariaDB on
 // Linux does by default.
 func AnalyzeFor(table, body string) (*Analysis, error) {
@@ -70,6 +70,15 @@ func AnalyzeFor(table, body string) (*Analysis, error) {
 	from := fullFormLen(toks)
 	if from == 0 {
 		return analyze(src, toks, 0)
+	}
+	for _, t := range toks[1 : from-1] {
+		if t.is("IGNORE") {
+			// MariaDB's ALTER IGNORE deletes the rows a new unique key
+			// rejects and stores what does not fit as it can: recast
+			// copies every row as it is or refuses.
+			return nil, newErr("ALTER IGNORE TABLE: recast does not delete duplicate rows or store values that do not fit as IGNORE does",
+				"remove the duplicates or the values first and drop IGNORE, or run the ALTER on the server")
+		}
 	}
 	i := skipIfExists(toks, from, len(toks))
 	if i >= len(toks) || (toks[i].kind != tokWord && toks[i].kind != tokQuoted) {

@@ -195,7 +195,7 @@ func TestAnalyzeFor(t *testing.T) {
 		{"t", "ALTER TABLE db.t ADD COLUMN c INT", "ADD COLUMN c INT", ""},
 		{"db.t", "ALTER TABLE `db`.`t` ADD COLUMN c INT", "ADD COLUMN c INT", ""},
 		{"db.t", "ALTER TABLE t ADD COLUMN c INT", "ADD COLUMN c INT", ""},
-		{"t", "ALTER ONLINE IGNORE TABLE IF EXISTS t WAIT 3 ADD COLUMN c INT", "WAIT 3 ADD COLUMN c INT", "WAIT 3"},
+		{"t", "ALTER ONLINE TABLE IF EXISTS t WAIT 3 ADD COLUMN c INT", "WAIT 3 ADD COLUMN c INT", "WAIT 3"},
 		{"t", "ALTER TABLE t ALTER COLUMN c SET DEFAULT 1", "ALTER COLUMN c SET DEFAULT 1", ""},
 		{"t", "ALTER COLUMN c SET DEFAULT 1", "ALTER COLUMN c SET DEFAULT 1", ""},
 	}
@@ -217,6 +217,8 @@ func TestAnalyzeFor(t *testing.T) {
 		{"t", "ALTER TABLE", "a table name must follow ALTER TABLE"},
 		{"t", "ALTER TABLE t ADD COLUMN d FOO", "syntax error at line 1, column 28 near \"FOO\""},
 		{"t", "ALTER TABLE t RENAME TO u", "RENAME TO"},
+		{"t", "ALTER ONLINE IGNORE TABLE IF EXISTS t ADD UNIQUE (c)", "ALTER IGNORE TABLE: recast does not delete duplicate rows"},
+		{"t", "alter ignore table t FORCE", "ALTER IGNORE TABLE"},
 	}
 	for _, tc := range bad {
 		_, err := AnalyzeFor(tc.table, tc.stmt)

@@ -3,6 +3,7 @@ package migration
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -10,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/table"
 	"github.com/recast-osc/recast/internal/testutil"
+	"github.com/recast-osc/recast/internal/verify"
 )
 
 func TestServerComputed(t *testing.T) {
@@ -183,6 +186,16 @@ var appliedCases = []appliedCase{
 		cols:   "IFNULL(CAST(d AS CHAR), 'N'), IFNULL(CAST(dc AS CHAR), 'N'), IFNULL(CAST(i AS CHAR), 'N'), IFNULL(CAST(f AS CHAR), 'N')",
 		changes: []string{"UPDATE t SET d = 3, dc = 1.50, i = 8, f = 0.2 WHERE id = 1",
 			"UPDATE t SET d = d * 2, dc = dc + 1, f = f * 3 WHERE id >= 2", "INSERT INTO t VALUES (5, 2, 2.5, 2, 7, 5)"}},
+	// An ENUM or SET made a number is its index or bits: under _bin 'A' is
+	// not 'a' (the connection's collation would make it so), and a member
+	// may hold a '?'.
+	{name: "enum-set-bin-to-number",
+		create: "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, e ENUM('a','A','b?c','x') CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL, s SET('a','A','q?') CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL, x INT)",
+		insert: "INSERT INTO t VALUES (1, 'a', 'a', 1), (2, 'A', 'A', 2), (3, 'b?c', 'A,q?', 3), (4, NULL, NULL, 4), (5, 'x', '', 5)",
+		alter:  "MODIFY e INT NULL, MODIFY s BIGINT NULL",
+		cols:   "IFNULL(e, 'N'), IFNULL(s, 'N')",
+		changes: []string{"UPDATE t SET e = 'A', s = 'A' WHERE id = 1", "UPDATE t SET e = 'b?c', s = 'q?,A' WHERE id = 2",
+			"UPDATE t SET x = x + 1 WHERE id >= 3", "INSERT INTO t VALUES (6, 'A', 'a,A,q?', 6), (7, 'x', 'A', 7)"}},
 }
 
 // TestAppliedAfterCopy runs appliedCases, without the checksum (which would
@@ -271,7 +284,15 @@ func TestVerifyWidenedKey(t *testing.T) {
 	if v != 1000 {
 		t.Fatalf("row 7 holds v = %d after the run (%v); the source holds 1000", v, err)
 	}
-	t.Logf("run: %v", err)
+	// The refusal must be the verification's, naming the row: a run that
+	// failed anywhere else (before the corruption, say) proves nothing.
+	if !errors.Is(err, verify.ErrDifferent) || !strings.Contains(err.Error(), "still differ") {
+		t.Fatalf("Run = %v; want the verification's refusal (%v)", err, verify.ErrDifferent)
+	}
+	var n int
+	if qerr := db.QueryRow("SELECT COUNT(*) FROM " + GhostName("t") + " WHERE id = 7 AND v = 999").Scan(&n); qerr != nil || n != 1 {
+		t.Fatalf("the new table's row 7 with v = 999: %d rows (%v); the refusal was not about the corrupted row", n, qerr)
+	}
 }
 
 // TestKeyCollationCoarsens: a key whose new collation makes distinct values
@@ -342,8 +363,17 @@ func TestKeyCollationCoarsens(t *testing.T) {
 			}
 			_, err := runT(ctxFor(t, 2*time.Minute), o)
 			if c.fails {
+				// The refusal must name the duplicate, as the server's ALTER
+				// does (1062), and leave the original table as it is.
 				if err == nil {
 					t.Fatal("recast swapped in a table where the server's ALTER fails (duplicate 'a'/'A')")
+				}
+				if !errors.Is(err, verify.ErrDuplicate) && dbconn.Number(err) != 1062 {
+					t.Fatalf("Run = %v; want a duplicate-key refusal", err)
+				}
+				var n int
+				if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE code IN (_utf8mb4'a' COLLATE utf8mb4_bin, _utf8mb4'A' COLLATE utf8mb4_bin)").Scan(&n); err != nil || n != 2 {
+					t.Fatalf("the original table's 'a' and 'A': %d rows (%v); want both", n, err)
 				}
 				t.Logf("run: %v", err)
 				return
@@ -360,5 +390,36 @@ func TestKeyCollationCoarsens(t *testing.T) {
 				t.Fatal("the table differs from the server's ALTER")
 			}
 		})
+	}
+}
+
+// TestDataDirectoryRefused: a table placed with DATA DIRECTORY would move
+// into the data directory with the copy (CREATE TABLE … LIKE leaves the
+// option out; the server's ALTER keeps it): refused in one line, the table
+// untouched.
+func TestDataDirectoryRefused(t *testing.T) {
+	t.Parallel()
+	if testutil.Server(t).MySQL() {
+		t.Skip("MySQL places tables only in innodb_directories, which the test server does not name; TestPlacedIn reads MySQL's SHOW CREATE TABLE")
+	}
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	dir := t.TempDir()
+	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, v INT) DATA DIRECTORY='"+dir+"'", "INSERT INTO t VALUES (1, 1), (2, 2)")
+	t.Cleanup(func() { testutil.Exec(t, db, "DROP TABLE IF EXISTS t") }) // before dir goes
+	_, err := runT(ctxFor(t, time.Minute), testOptions(t, schema, "t", "ADD COLUMN w INT, FORCE"))
+	if err == nil || !strings.Contains(err.Error(), "DATA DIRECTORY='"+dir) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Run = %v; want the one-line refusal naming DATA DIRECTORY", err)
+	}
+	var name, create string
+	if err := db.QueryRow("SHOW CREATE TABLE t").Scan(&name, &create); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(create, "DATA DIRECTORY") || strings.Contains(create, "`w`") {
+		t.Fatalf("the table changed: %s", create)
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME <> 't'", schema).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d helper tables left (%v)", n, err)
 	}
 }

@@ -1,6 +1,7 @@
 package migration
 
 import (
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -160,14 +161,18 @@ func convExpr(sc, gc table.Column, sem dbconn.Semantics) (string, error) {
 		if !isNumeric(gt) {
 			return "", nil
 		}
-		return "IF(? IS NULL, NULL, FIELD(?, " + members(sc.Elements) + "))", nil
+		// The member's index. Compared as bytes: under the connection's
+		// collation FIELD('A', 'a', 'A') is 1 where the column's _bin
+		// members make 'A' the second. Hex literals: a '?' in a member's
+		// quoted text would count as a placeholder for the driver.
+		return "IF(? IS NULL, NULL, FIELD(CAST(? AS BINARY), " + members(sc.Elements) + "))", nil
 	case "set":
 		if !isNumeric(gt) {
 			return "", nil
 		}
 		var terms []string
 		for i, e := range sc.Elements {
-			terms = append(terms, fmt.Sprintf("(FIND_IN_SET(%s, ?) > 0) * %d", dbconn.QuoteString(e), uint64(1)<<i))
+			terms = append(terms, fmt.Sprintf("(FIND_IN_SET(%s, CAST(? AS BINARY)) > 0) * %d", member(e), uint64(1)<<i))
 		}
 		return "(" + strings.Join(terms, " + ") + ")", nil
 	}
@@ -242,9 +247,16 @@ func (m *migrator) copyExprs(p *Plan) []string {
 func members(es []string) string {
 	q := make([]string, len(es))
 	for i, e := range es {
-		q[i] = dbconn.QuoteString(e)
+		q[i] = member(e)
 	}
 	return strings.Join(q, ", ")
+}
+
+// member renders an ENUM or SET member as a binary string literal of its
+// UTF-8 bytes (the bytes the applier sends for it): compared byte for
+// byte, and with no '?' or quote in the SQL.
+func member(e string) string {
+	return "X'" + hex.EncodeToString([]byte(e)) + "'"
 }
 
 // typeArgs returns what is between the parentheses of a column type

@@ -246,7 +246,7 @@ func (r *copyRun) openPipeline(ctx context.Context) error {
 		ChunkTime: o.ChunkTime, MaxChunk: o.MaxChunkRows, Threads: o.Threads, Logger: m.rt.Logger, Throttle: r.ctl.throttleWait, Pace: r.ctl.pace,
 		AfterChunk: func(ctx context.Context, lo, hi []any) error { return r.ver.Missing(ctx, m.db, lo, hi) },
 		Start:      start,
-		Defer:      cpDefer, Marks: r.marksQ,
+		Defer:      cpDefer, Marks: r.marksQ, OrderedCommits: o.Conn.Server.MySQL(),
 	})
 	if err != nil || r.def == nil || o.Resume || len(ghostUniques(plan)) > 0 {
 		return err

@@ -55,11 +55,21 @@ const (
 	erAlterNotSupported       = 1845
 	erAlterNotSupportedReason = 1846
 	erInnoDBMaxRowVersion     = 4092 // MySQL: the table's instant row versions are used up
+	// MySQL: an INSTANT ADD COLUMN would pass the row size limit (4093;
+	// 4157 counting the columns dropped instantly before) or the column
+	// limit (4158): the probe, a fresh table, has no such history, the
+	// table may.
+	erInnoDBInstantAddTooBig = 4093
+	erInnoDBInstantTooBig    = 4157
+	erInnoDBInstantTooMany   = 4158
 )
 
 func notSupported(err error) bool {
-	n := dbconn.Number(err)
-	return n == erAlterNotSupported || n == erAlterNotSupportedReason || n == erInnoDBMaxRowVersion
+	switch dbconn.Number(err) {
+	case erAlterNotSupported, erAlterNotSupportedReason, erInnoDBMaxRowVersion, erInnoDBInstantAddTooBig, erInnoDBInstantTooBig, erInnoDBInstantTooMany:
+		return true
+	}
+	return false
 }
 
 // chooseMethod decides between the copy and a native INSTANT/NOCOPY ALTER.
@@ -196,9 +206,11 @@ type indexBuild struct{ names []string }
 func (e *indexBuild) Error() string { return "builds index " + strings.Join(e.names, ", ") }
 
 // newIndexes names the indexes of after that before does not have with the
-// same columns, uniqueness, and column types and collations: a new index,
-// or one rebuilt because a column of it changed (a collation change of an
-// indexed column is NOCOPY on MariaDB 10.11, but rebuilds the index).
+// same columns, uniqueness, shape (prefix lengths, order, index type,
+// functional parts) and column types and collations: a new index, one
+// dropped and added again differently under its name, or one rebuilt
+// because a column of it changed (a collation change of an indexed column
+// is NOCOPY on MariaDB 10.11, but rebuilds the index).
 func newIndexes(before, after *table.Table) []string {
 	have := map[string]bool{}
 	sig := func(t *table.Table, ix table.Index) string {
@@ -210,7 +222,7 @@ func newIndexes(before, after *table.Table) []string {
 				cols[i] += " " + c.ColumnType + " " + c.Collation
 			}
 		}
-		return fmt.Sprintf("%s|%v|%s", strings.ToLower(ix.Name), ix.Unique, strings.Join(cols, ","))
+		return fmt.Sprintf("%s|%v|%s|%s", strings.ToLower(ix.Name), ix.Unique, strings.Join(cols, ","), ix.Shape)
 	}
 	for _, ix := range before.Indexes {
 		have[sig(before, ix)] = true

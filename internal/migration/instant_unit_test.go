@@ -22,7 +22,7 @@ func TestNewIndexes(t *testing.T) {
 		}
 	}
 	pk := table.Index{Name: "PRIMARY", Unique: true, Columns: []string{"id"}}
-	uk := table.Index{Name: "uk", Unique: true, Columns: []string{"k"}}
+	uk := table.Index{Name: "uk", Unique: true, Columns: []string{"k"}, Shape: "/A/BTREE/;"}
 	iv := table.Index{Name: "iv", Columns: []string{"v"}}
 	before := tbl("utf8mb4_bin", "varchar(10)", pk, uk)
 	for _, tc := range []struct {
@@ -36,6 +36,10 @@ func TestNewIndexes(t *testing.T) {
 		{"collation of an indexed column", tbl("utf8mb4_general_ci", "varchar(10)", pk, uk), []string{"`uk`"}},
 		{"type of an indexed column", tbl("utf8mb4_bin", "varchar(20)", pk, uk), []string{"`uk`"}},
 		{"made unique", tbl("utf8mb4_bin", "varchar(10)", pk, table.Index{Name: "uk", Columns: []string{"k"}}), []string{"`uk`"}},
+		// Dropped and added again under its name with another prefix,
+		// order or type: built (the probe said NOCOPY all the same).
+		{"other prefix", tbl("utf8mb4_bin", "varchar(10)", pk, table.Index{Name: "uk", Unique: true, Columns: []string{"k"}, Shape: "4/A/BTREE/;"}), []string{"`uk`"}},
+		{"descending", tbl("utf8mb4_bin", "varchar(10)", pk, table.Index{Name: "uk", Unique: true, Columns: []string{"k"}, Shape: "/D/BTREE/;"}), []string{"`uk`"}},
 	} {
 		if got := newIndexes(before, tc.after); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)

@@ -528,7 +528,7 @@ func (a *Applier) deleteStmt(batch []op) (string, []any) {
 func appendArg(args []any, v any, exprs []string, j int) []any {
 	n := 1
 	if j < len(exprs) && exprs[j] != "" {
-		n = strings.Count(exprs[j], "?")
+		n = placeholderCount(exprs[j])
 	}
 	for range n {
 		args = append(args, v)

@@ -44,17 +44,44 @@ func writeValue(b *strings.Builder, args []any, v any, charsets, exprs []string,
 	return appendArg(args, v, exprs, j)
 }
 
+// placeholderCount counts the placeholders "?" of t outside quoted strings
+// and quoted identifiers: one argument each. (Counting a quoted '?' too
+// would add an argument that the driver's interpolation, which does not
+// read quotes, then writes into the quoted text.)
+func placeholderCount(t string) int {
+	n := 0
+	scanPlaceholders(t, func(c byte, placeholder bool) {
+		if placeholder {
+			n++
+		}
+	})
+	return n
+}
+
 // substitute replaces each placeholder "?" of t (outside quoted strings and
 // quoted identifiers) with e.
 func substitute(t, e string) string {
 	var b strings.Builder
+	scanPlaceholders(t, func(c byte, placeholder bool) {
+		if placeholder {
+			b.WriteString(e)
+		} else {
+			b.WriteByte(c)
+		}
+	})
+	return b.String()
+}
+
+// scanPlaceholders calls f for each byte of t, saying whether it is a
+// placeholder "?" (outside quoted strings and quoted identifiers).
+func scanPlaceholders(t string, f func(c byte, placeholder bool)) {
 	var quote byte
 	for i := 0; i < len(t); i++ {
 		c := t[i]
 		switch {
 		case quote != 0:
 			if c == '\\' && quote != '`' && i+1 < len(t) {
-				b.WriteByte(c)
+				f(c, false)
 				i++
 				c = t[i]
 			} else if c == quote {
@@ -63,10 +90,9 @@ func substitute(t, e string) string {
 		case c == '\'' || c == '"' || c == '`':
 			quote = c
 		case c == '?':
-			b.WriteString(e)
+			f(c, true)
 			continue
 		}
-		b.WriteByte(c)
+		f(c, false)
 	}
-	return b.String()
 }

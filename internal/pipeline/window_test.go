@@ -318,6 +318,21 @@ func TestImageBytesAndPlaceholders(t *testing.T) {
 	if fmt.Sprint(args) != "[1 a a 3]" {
 		t.Errorf("appendArg = %v", args)
 	}
+	// A '?' inside quoted text or a quoted identifier is no placeholder:
+	// one more argument would be written into the text by the driver's
+	// interpolation.
+	args = appendArg(nil, "v", []string{"CONCAT(?, 'a?', `b?`, \"c\\\"?\", 'd\\'?')"}, 0)
+	if len(args) != 1 {
+		t.Errorf("appendArg with quoted '?' = %v; want one argument", args)
+	}
+	for tmpl, want := range map[string]int{"?": 1, "'?'": 0, "IF(? IS NULL, NULL, ?)": 2, "'it''s ?' ?": 1, "`?` ? '\\\\' ?": 2} {
+		if got := placeholderCount(tmpl); got != want {
+			t.Errorf("placeholderCount(%q) = %d, want %d", tmpl, got, want)
+		}
+	}
+	if got := substitute("CONCAT(?, 'a?', `b?`) + ?", "(x)"); got != "CONCAT((x), 'a?', `b?`) + (x)" {
+		t.Errorf("substitute = %q", got)
+	}
 }
 
 // TestFlushStatements: one window becomes its deletes, then its replaces, in

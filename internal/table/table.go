@@ -43,6 +43,11 @@ type Index struct {
 	// over column prefixes: it rejects duplicates without identifying rows).
 	Enforced bool
 	Columns  []string
+	// Shape is what SHOW INDEX says of each part besides its column: the
+	// prefix length, the order (A/D), the index type and a functional
+	// part's expression ("16/A/BTREE/;" per part). Two indexes over the
+	// same columns with different shapes are different indexes.
+	Shape string
 }
 
 // Table is a table's definition as the server reports it.
@@ -198,6 +203,7 @@ func (t *Table) loadIndexes(ctx context.Context, q Querier) error {
 			partial[name] = true // a prefix index cannot identify rows
 		}
 		t.Indexes[i].Columns = append(t.Indexes[i].Columns, get("Column_name").String)
+		t.Indexes[i].Shape += get("Sub_part").String + "/" + get("Collation").String + "/" + get("Index_type").String + "/" + get("Expression").String + ";"
 	}
 	if err := rs.Err(); err != nil {
 		return fmt.Errorf("read indexes of %s: %w", t.QuotedName(), err)
