@@ -321,7 +321,11 @@ func (m *migrator) executeNative(ctx context.Context, res *Result, ch methodChoi
 	res.Plan = m.nativePlan(ch)
 	algo := strings.ToUpper(ch.method)
 	waitSecs := max(1, int(o.CutOverLockTimeout/time.Second))
-	stmt := fmt.Sprintf("%sALTER TABLE %s WAIT %d %s, ALGORITHM=%s", dbconn.Tag, m.source.QuotedName(), waitSecs, m.an.GhostStatement, algo)
+	// The lock wait is the session's lock_wait_timeout on a connection of
+	// its own, on MariaDB too: a WAIT n clause would be logged with the
+	// ALTER and bound the replicas' metadata-lock wait as well, where a
+	// long query on a replica would then stop its replication (1205).
+	stmt := fmt.Sprintf("%sALTER TABLE %s %s, ALGORITHM=%s", dbconn.Tag, m.source.QuotedName(), m.an.GhostStatement, algo)
 	what := strings.ToLower(algo) + " ALTER"
 	var took time.Duration
 	return m.postponable(ctx, func() error {
@@ -330,12 +334,7 @@ func (m *migrator) executeNative(ctx context.Context, res *Result, ch methodChoi
 		m.rt.Logger.Info("running the ALTER natively", "algorithm", algo, "table", m.source.QuotedName(), "why", ch.reason)
 		rep, err := mdl.Run(ctx, *pol, what, func(ctx context.Context) error {
 			start := time.Now()
-			var err error
-			if o.Conn.Server.MySQL() {
-				err = execWithLockWait(ctx, m.db, waitSecs, fmt.Sprintf("%sALTER TABLE %s %s, ALGORITHM=%s", dbconn.Tag, m.source.QuotedName(), m.an.GhostStatement, algo))
-			} else {
-				_, err = m.db.ExecContext(ctx, stmt)
-			}
+			err := execWithLockWait(ctx, m.db, waitSecs, stmt)
 			took = time.Since(start)
 			return err
 		}, dbconn.IsLockTimeout)
@@ -478,7 +477,8 @@ func (m *migrator) waitPostponed(ctx context.Context) error {
 }
 
 // execWithLockWait runs stmt with lock_wait_timeout = secs on a session of
-// its own that is closed afterwards (MySQL has no ALTER TABLE ... WAIT n).
+// its own that is closed afterwards (MySQL has no ALTER TABLE ... WAIT n;
+// MariaDB would log the WAIT with the ALTER for its replicas to obey).
 func execWithLockWait(ctx context.Context, db *sql.DB, secs int, stmt string) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {

@@ -604,3 +604,33 @@ func TestMDLPostponeCutOver(t *testing.T) {
 		t.Errorf("the row written while postponed: %d, %v", n, err)
 	}
 }
+
+// TestNoCopyIndexShape: an index dropped and added again under its name
+// with another prefix length or order is built by ALGORITHM=NOCOPY, so
+// the plan copies (MariaDB; MySQL has no NOCOPY); a change that builds no
+// index stays NOCOPY.
+func TestNoCopyIndexShape(t *testing.T) {
+	t.Parallel()
+	if !testutil.Server(t).HasNoCopy() {
+		t.Skip("the server has no ALGORITHM=NOCOPY")
+	}
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, name VARCHAR(64) NOT NULL, v INT, KEY k (name(4)))",
+		"INSERT INTO t VALUES (1, 'alpha', 1), (2, 'beta', 2)")
+	for alter, want := range map[string]string{
+		"DROP INDEX k, ADD INDEX k (name(8))":      "ALGORITHM=NOCOPY would build index `k`",
+		"DROP INDEX k, ADD INDEX k (name(4) DESC)": "ALGORITHM=NOCOPY would build index `k`",
+		"RENAME INDEX k TO k2":                     "method:       instant",
+	} {
+		o := testOptions(t, schema, "t", alter)
+		o.Method, o.Execute = "auto", false
+		res, err := runT(ctxFor(t, time.Minute), o)
+		if err != nil {
+			t.Fatalf("%s: %v", alter, err)
+		}
+		if desc := res.Plan.Describe(); !strings.Contains(desc, want) {
+			t.Errorf("%s: the plan lacks %q:\n%s", alter, want, desc)
+		}
+	}
+}
