@@ -477,7 +477,7 @@ if ! grep -q '^table' "$OUT/setup.env"; then
 			echo "between runs=the replica catches up (MASTER_GTID_WAIT), then FLUSH + PURGE BINARY LOGS BEFORE NOW() on both"
 		fi
 		echo "under load=sysbench starts ${BASELINE} s before the alter (first 5 s = warm-up, not in the baseline) and stops ${TAIL} s after it"
-		echo "idle runs=each tool $IDLE_REPEAT times, round-robin (odd rounds in the tools' order, even ones reversed$( [ $((IDLE_REPEAT % 2)) = 1 ] && [ "$IDLE_REPEAT" -gt 1 ] && echo '; an odd count: not balanced, the first tool runs first and last'); the ratios use the medians"
+		echo "idle runs=each tool $IDLE_REPEAT times, round-robin (odd rounds in the tools' order, even ones reversed$( [ $((IDLE_REPEAT % 2)) = 1 ] && [ "$IDLE_REPEAT" -gt 1 ] && echo '; an odd count: not balanced, the first tool runs first and last')); the ratios use the medians"
 		if [ "$DIRTY_TIMEOUT" != 0 ]; then
 			echo "before each run=it waits up to $DIRTY_TIMEOUT s until the page cache holds at most $DIRTY_MAX MiB dirty or under write-back and the primary's and the replica's buffer pools at most $DIRTY_PAGES_MAX dirty pages, which they flush meanwhile (innodb_max_dirty_pages_pct 0, restored after): the run before's binlogs and pages otherwise come back as write-back bursts in the next baseline, or in the next idle run's wall time"
 		fi
