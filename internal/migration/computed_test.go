@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/table"
 	"github.com/recast-osc/recast/internal/testutil"
 	"github.com/recast-osc/recast/internal/verify"
@@ -286,12 +285,8 @@ func TestVerifyWidenedKey(t *testing.T) {
 	}
 	// The refusal must be the verification's, naming the row: a run that
 	// failed anywhere else (before the corruption, say) proves nothing.
-	if !errors.Is(err, verify.ErrDifferent) || !strings.Contains(err.Error(), "still differ") {
-		t.Fatalf("Run = %v; want the verification's refusal (%v)", err, verify.ErrDifferent)
-	}
-	var n int
-	if qerr := db.QueryRow("SELECT COUNT(*) FROM " + GhostName("t") + " WHERE id = 7 AND v = 999").Scan(&n); qerr != nil || n != 1 {
-		t.Fatalf("the new table's row 7 with v = 999: %d rows (%v); the refusal was not about the corrupted row", n, qerr)
+	if !errors.Is(err, verify.ErrDifferent) || !regexp.MustCompile(`still differ, e\.g\. \(k,id\) = \("?194"?,"?7"?\)`).MatchString(err.Error()) {
+		t.Fatalf("Run = %v; want the verification's refusal (%v) naming row (k,id) = (194,7)", err, verify.ErrDifferent)
 	}
 }
 
@@ -368,8 +363,8 @@ func TestKeyCollationCoarsens(t *testing.T) {
 				if err == nil {
 					t.Fatal("recast swapped in a table where the server's ALTER fails (duplicate 'a'/'A')")
 				}
-				if !errors.Is(err, verify.ErrDuplicate) && dbconn.Number(err) != 1062 {
-					t.Fatalf("Run = %v; want a duplicate-key refusal", err)
+				if !errors.Is(err, verify.ErrDuplicate) || !strings.Contains(err.Error(), "PRIMARY") {
+					t.Fatalf("Run = %v; want the duplicate-key refusal (%v) under PRIMARY", err, verify.ErrDuplicate)
 				}
 				var n int
 				if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE code IN (_utf8mb4'a' COLLATE utf8mb4_bin, _utf8mb4'A' COLLATE utf8mb4_bin)").Scan(&n); err != nil || n != 2 {

@@ -113,7 +113,7 @@ func (m *migrator) probe(ctx context.Context) (methodChoice, error) {
 	create := func() error {
 		_, err := conn.ExecContext(ctx, dbconn.Tag+"CREATE TABLE "+q+" LIKE "+m.source.QuotedName())
 		if dbconn.Number(err) == dbconn.ErTableExists {
-			return fmt.Errorf("helper table %s exists (left by an interrupted run?): drop it, it holds no data", q)
+			return fmt.Errorf("helper table %s exists (left by an interrupted run?): recast's method probe is an empty table with %s's definition; if it is that, drop it (recast cleanup), else rename it", q, m.source.QuotedName())
 		}
 		if err != nil {
 			return fmt.Errorf("method probe: %w", err)

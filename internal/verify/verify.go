@@ -442,7 +442,7 @@ func (v *Verifier) conflicting(ctx context.Context, q table.Querier, key []any) 
 				ok = false
 				break
 			}
-			conds = append(conds, "g."+table.QuoteIdent(c)+" = s."+table.QuoteIdent(v.cfg.SourceColumns[i]))
+			conds = append(conds, "g."+table.QuoteIdent(c)+" = "+v.underGhostCollation(c, "s."+table.QuoteIdent(v.cfg.SourceColumns[i])))
 		}
 		if !ok {
 			continue
@@ -466,6 +466,40 @@ func (v *Verifier) conflicting(ctx context.Context, q table.Querier, key []any) 
 		}
 	}
 	return nil, "", nil
+}
+
+// underGhostCollation is the source value expr of ghost column c as the
+// new unique key compares it: in c's character set and collation, where
+// they differ from the source column's (a key made case-insensitive finds
+// the row in the way; compared as they are, a _bin source column's
+// collation would win and miss it).
+func (v *Verifier) underGhostCollation(c, expr string) string {
+	if v.cfg.Ghost == nil || v.cfg.Source == nil {
+		return expr
+	}
+	gi := v.cfg.Ghost.ColumnIndex(c)
+	if gi < 0 {
+		return expr
+	}
+	gc := v.cfg.Ghost.Columns[gi]
+	if gc.Charset == "" || gc.Collation == "" {
+		return expr
+	}
+	if si := v.cfg.Source.ColumnIndex(v.sourceOf(c)); si >= 0 {
+		sc := v.cfg.Source.Columns[si]
+		if strings.EqualFold(sc.Charset, gc.Charset) && strings.EqualFold(sc.Collation, gc.Collation) {
+			return expr
+		}
+	}
+	return "CONVERT(" + expr + " USING " + gc.Charset + ") COLLATE " + gc.Collation
+}
+
+// sourceOf is the source column mapped to ghost column c ("" if none).
+func (v *Verifier) sourceOf(c string) string {
+	if i := slices.Index(v.cfg.GhostColumns, c); i >= 0 && i < len(v.cfg.SourceColumns) {
+		return v.cfg.SourceColumns[i]
+	}
+	return ""
 }
 
 // firstKey reads the first row of query (n raw columns), or nil.
