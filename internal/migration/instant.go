@@ -191,6 +191,14 @@ func (m *migrator) rowVersionsFull(ctx context.Context) string {
 	var n int64
 	err := m.db.QueryRowContext(ctx, "SELECT TOTAL_ROW_VERSIONS FROM information_schema.INNODB_TABLES WHERE NAME = ?",
 		m.opts.Database+"/"+m.opts.Table).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Not under its plain name: a name InnoDB stores encoded
+		// (my@002dtable) or a partitioned table (t#p#p0). The ALTER
+		// itself says when the versions are used up (4092), and the
+		// method falls back to the copy then (executeMethod).
+		m.rt.Logger.Debug("the table's row versions are not under its plain name in information_schema.INNODB_TABLES; the ALTER will say if they are used up", "name", m.opts.Database+"/"+m.opts.Table)
+		return ""
+	}
 	if err != nil {
 		m.rt.Logger.Warn("cannot read the table's row versions (information_schema.INNODB_TABLES); copying rather than risking an INSTANT ALTER the server refuses", "err", err)
 		return "the table's row versions (TOTAL_ROW_VERSIONS) could not be read: " + oneLine(err)
