@@ -2,6 +2,8 @@ package check
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"fmt"
 
 	"github.com/recast-osc/recast/internal/dbconn"
@@ -18,8 +20,8 @@ func init() {
 // into the server's data directory, where the server's own ALTER keeps the
 // table where it is (on another disk, say).
 func checkDataDirectory(ctx context.Context, in *Input) error {
-	var name, create string
-	if err := in.DB.QueryRowContext(ctx, dbconn.Tag+"SHOW CREATE TABLE "+in.quotedTable()).Scan(&name, &create); err != nil {
+	create, err := showCreateWithDirs(ctx, in.DB, in.quotedTable())
+	if err != nil {
 		return fmt.Errorf("read the table's definition: %w", err)
 	}
 	opt, err := placedIn(create)
@@ -28,6 +30,40 @@ func checkDataDirectory(ctx context.Context, in *Input) error {
 	}
 	return refusef("change the table with the server's own ALTER TABLE",
 		"%s is placed with %s: CREATE TABLE … LIKE, which recast builds the new table with, leaves it out, and the swapped-in table would move into the server's data directory where the server's ALTER keeps it in place", in.quotedTable(), opt)
+}
+
+// showCreateWithDirs returns SHOW CREATE TABLE's text with the DATA and
+// INDEX DIRECTORY options, which it leaves out under sql_mode
+// NO_DIR_IN_CREATE (recast's sessions take the server's mode): on a
+// connection of its own, without that flag for the statement, the session's
+// mode restored after it (or the connection discarded).
+func showCreateWithDirs(ctx context.Context, db *sql.DB, quoted string) (create string, err error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close() //nolint:errcheck // returned to the pool
+	var mode string
+	if err := conn.QueryRowContext(ctx, dbconn.Tag+"SELECT @@SESSION.sql_mode").Scan(&mode); err != nil {
+		return "", err
+	}
+	if without := dbconn.WithoutMode(mode, "NO_DIR_IN_CREATE"); without != mode {
+		if _, err := conn.ExecContext(ctx, dbconn.Tag+"SET SESSION sql_mode = "+dbconn.QuoteString(without)); err != nil {
+			return "", err
+		}
+		defer func() {
+			if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), dbconn.Tag+"SET SESSION sql_mode = "+dbconn.QuoteString(mode)); rerr != nil {
+				// Not restored: the connection must not go back to the pool.
+				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+				if err == nil {
+					err = rerr
+				}
+			}
+		}()
+	}
+	var name string
+	err = conn.QueryRowContext(ctx, dbconn.Tag+"SHOW CREATE TABLE "+quoted).Scan(&name, &create)
+	return create, err
 }
 
 // placedIn returns the first DATA DIRECTORY or INDEX DIRECTORY option of a

@@ -73,6 +73,17 @@ func WithMode(mode, flag string) string {
 	return mode + "," + flag
 }
 
+// WithoutMode returns the sql_mode list mode without flag.
+func WithoutMode(mode, flag string) string {
+	var keep []string
+	for _, f := range strings.Split(mode, ",") {
+		if f = strings.TrimSpace(f); f != "" && !strings.EqualFold(f, flag) {
+			keep = append(keep, f)
+		}
+	}
+	return strings.Join(keep, ",")
+}
+
 // QuoteString quotes s as a single-quoted SQL string literal.
 func QuoteString(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(s) + "'"

@@ -158,8 +158,11 @@ func boundsCarry(source, ghost *table.Table, src, gh []string) bool {
 // identify rows in both tables: the applier's REPLACE and DELETE by key
 // would meet the other row ('a' for 'A'). (Collations that differ only in
 // the name of utf8mb3/utf8mb4 compare alike.) A change between two
-// insensitive collations is not detected here: preflight's duplicate check
-// covers the rows present when the migration starts.
+// insensitive collations counts too: each has equalities the other has not
+// ('ss' and 'ß' are equal under utf8mb4_unicode_ci, not under
+// utf8mb4_general_ci; 'u' and 'ü' under utf8mb4_general_ci, not under
+// latin1_swedish_ci), and the applier's DELETE of one by key would remove
+// the other in the new table for good.
 func Coarsens(sc, gc table.Column) bool {
 	if gc.Charset == "" && sc.Charset == "" {
 		return false // binary to binary: byte for byte
@@ -176,7 +179,6 @@ func Coarsens(sc, gc table.Column) bool {
 		return c
 	}
 	noPad := func(c string) bool { return strings.Contains(c, "nopad") || strings.Contains(c, "_0900_") }
-	exact := func(c string) bool { return strings.HasSuffix(c, "_bin") || strings.HasSuffix(c, "_cs") }
 	if sc.Charset != "" && norm(sc.Collation) == norm(gc.Collation) {
 		return noPad(sc.Collation) && gc.DataType == "char" && sc.DataType != "char"
 	}
@@ -186,16 +188,19 @@ func Coarsens(sc, gc table.Column) bool {
 		}
 		// Bytes into characters: 'a' and 'a ' stay apart only under a NO
 		// PAD binary collation.
-		return !(noPad(gc.Collation) && exact(gc.Collation))
+		return !(noPad(gc.Collation) && strings.HasSuffix(gc.Collation, "_bin"))
 	}
-	src := exact(sc.Collation)
 	switch {
 	case noPad(sc.Collation) && !noPad(gc.Collation):
 		return true
-	case src && !exact(gc.Collation):
+	case !strings.HasSuffix(gc.Collation, "_bin"):
+		// Into an insensitive collation from another one, exact (_bin,
+		// _cs) or not: some values distinct there are equal here. Into a
+		// _cs one too: a UCA _as_cs collation still equates a precomposed
+		// 'é' with 'e' and a combining accent, which _bin keeps apart.
 		return true
 	}
-	return false
+	return false // into code-point order (_bin): distinct values stay distinct
 }
 
 // mapKey maps a source key's columns to ghost columns; ok is false when a

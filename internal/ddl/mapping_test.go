@@ -259,9 +259,14 @@ func TestCoarsens(t *testing.T) {
 		{str("varchar", "utf8mb3_bin"), str("varchar", "utf8mb4_bin"), false},
 		{str("varchar", "utf8mb3_general_ci"), str("varchar", "utf8mb4_general_ci"), false},
 		{str("varchar", "latin1_bin"), str("varchar", "utf8mb4_bin"), false},
-		{str("varchar", "utf8mb4_general_ci"), str("varchar", "utf8mb4_bin"), false},           // finer
-		{str("varchar", "latin1_swedish_ci"), str("varchar", "utf8mb4_general_ci"), false},     // insensitive to insensitive: not detected
-		{str("varchar", "utf8mb4_general_ci"), str("varchar", "utf8mb4_uca1400_ai_ci"), false}, // (the same)
+		{str("varchar", "utf8mb4_general_ci"), str("varchar", "utf8mb4_bin"), false},          // finer
+		{str("varchar", "latin1_swedish_ci"), str("varchar", "utf8mb4_general_ci"), true},     // 'u' = 'ü' only under the new one
+		{str("varchar", "utf8mb4_general_ci"), str("varchar", "utf8mb4_unicode_ci"), true},    // 'ss' = 'ß' only under the new one
+		{str("varchar", "utf8mb4_general_ci"), str("varchar", "utf8mb4_uca1400_ai_ci"), true}, // (the same)
+		{str("varchar", "utf8mb4_0900_as_ci"), str("varchar", "utf8mb4_0900_ai_ci"), true},    // accents
+		{str("varchar", "latin1_swedish_ci"), str("varchar", "utf8mb4_0900_as_cs"), true},     // NFC and NFD é equal under UCA
+		{str("varchar", "utf8mb4_bin"), str("varchar", "utf8mb4_0900_as_cs"), true},
+		{str("varchar", "latin1_swedish_ci"), str("varchar", "latin1_bin"), false}, // into code points
 		{str("varchar", "utf8mb4_bin"), str("varbinary", ""), false},
 		{table.Column{DataType: "int", ColumnType: "int(11)"}, table.Column{DataType: "bigint", ColumnType: "bigint(20)"}, false},
 		{table.Column{DataType: "int", ColumnType: "int(11)"}, str("varchar", "utf8mb4_general_ci"), false}, // distinct numbers, distinct texts

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/table"
 	"github.com/recast-osc/recast/internal/testutil"
 	"github.com/recast-osc/recast/internal/verify"
@@ -292,23 +293,39 @@ func TestVerifyWidenedKey(t *testing.T) {
 }
 
 // TestKeyCollationCoarsens: a key whose new collation makes distinct values
-// equal ('a' and 'A' under _ci after _bin) cannot identify rows: alone it
-// is refused; next to another key, that one identifies rows and the
-// coarsened key is guarded like any new unique key. Then an 'A' inserted
-// after the checksum while 'a' exists fails the run when both are there at
-// the end (the server's ALTER fails too), and does not cost 'a' when it is
-// deleted again.
+// equal ('a' and 'A' under _ci after _bin; 'ss' and 'ß' under unicode_ci
+// after general_ci, two insensitive collations) cannot identify rows: alone
+// it is refused; next to another key, that one identifies rows and the
+// coarsened key is guarded like any new unique key. Then a twin inserted
+// after the checksum while the first value exists fails the run when both
+// are there at the end (the server's ALTER fails too), and does not cost
+// the first when it is deleted again.
 func TestKeyCollationCoarsens(t *testing.T) {
 	t.Parallel()
-	const alter = "MODIFY code VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL"
+	for _, coll := range []struct {
+		name, from, to string
+		first, twin    string // distinct under from, equal under to
+	}{
+		{"bin-to-ci", "utf8mb4_bin", "utf8mb4_general_ci", "a", "A"},
+		{"ci-to-ci", "utf8mb4_general_ci", "utf8mb4_unicode_ci", "ss", "ß"},
+	} {
+		t.Run(coll.name, func(t *testing.T) {
+			t.Parallel()
+			testKeyCollationCoarsens(t, coll.from, coll.to, coll.first, coll.twin)
+		})
+	}
+}
+
+func testKeyCollationCoarsens(t *testing.T, from, to, first, twin string) {
+	alter := "MODIFY code VARCHAR(20) CHARACTER SET utf8mb4 COLLATE " + to + " NOT NULL"
 	setup := func(t *testing.T, unique string) (string, *sql.DB) {
 		schema := testutil.NewSchema(t)
 		db := testutil.DB(t, schema)
-		testutil.Exec(t, db, "CREATE TABLE t (code VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY, id INT NOT NULL, v INT"+unique+")")
+		testutil.Exec(t, db, "CREATE TABLE t (code VARCHAR(20) CHARACTER SET utf8mb4 COLLATE "+from+" NOT NULL PRIMARY KEY, id INT NOT NULL, v INT"+unique+")")
 		for i := 1; i <= 50; i++ {
 			testutil.Exec(t, db, fmt.Sprintf("INSERT INTO t VALUES ('k%d', %d, %d)", i, i, i))
 		}
-		testutil.Exec(t, db, "INSERT INTO t VALUES ('a', 100, 100)")
+		testutil.Exec(t, db, "INSERT INTO t VALUES (_utf8mb4'"+first+"', 100, 100)")
 		return schema, db
 	}
 	t.Run("alone", func(t *testing.T) {
@@ -322,14 +339,15 @@ func TestKeyCollationCoarsens(t *testing.T) {
 			t.Fatal("the table changed")
 		}
 	})
+	insertTwin := "INSERT INTO t VALUES (_utf8mb4'" + twin + "', 101, 101)"
 	for _, c := range []struct {
 		name    string
 		changes []string
 		fails   bool
 	}{
-		{"both-stay", []string{"INSERT INTO t VALUES ('A', 101, 101)"}, true},
-		{"inserted-and-deleted", []string{"INSERT INTO t VALUES ('A', 101, 101)", "DELETE FROM t WHERE id = 101"}, false},
-		{"inserted-and-deleted-apart", []string{"INSERT INTO t VALUES ('A', 101, 101)", "wait", "DELETE FROM t WHERE id = 101"}, false},
+		{"both-stay", []string{insertTwin}, true},
+		{"inserted-and-deleted", []string{insertTwin, "DELETE FROM t WHERE id = 101"}, false},
+		{"inserted-and-deleted-apart", []string{insertTwin, "wait", "DELETE FROM t WHERE id = 101"}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			schema, db := setup(t, ", UNIQUE KEY (id)")
@@ -362,14 +380,14 @@ func TestKeyCollationCoarsens(t *testing.T) {
 				// The refusal must name the duplicate, as the server's ALTER
 				// does (1062), and leave the original table as it is.
 				if err == nil {
-					t.Fatal("recast swapped in a table where the server's ALTER fails (duplicate 'a'/'A')")
+					t.Fatalf("recast swapped in a table where the server's ALTER fails (duplicate %q/%q)", first, twin)
 				}
 				if !errors.Is(err, verify.ErrDuplicate) || !strings.Contains(err.Error(), "PRIMARY") {
 					t.Fatalf("Run = %v; want the duplicate-key refusal (%v) under PRIMARY", err, verify.ErrDuplicate)
 				}
 				var n int
-				if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE code IN (_utf8mb4'a' COLLATE utf8mb4_bin, _utf8mb4'A' COLLATE utf8mb4_bin)").Scan(&n); err != nil || n != 2 {
-					t.Fatalf("the original table's 'a' and 'A': %d rows (%v); want both", n, err)
+				if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE id IN (100, 101)").Scan(&n); err != nil || n != 2 {
+					t.Fatalf("the original table's %q and %q: %d rows (%v); want both", first, twin, n, err)
 				}
 				t.Logf("run: %v", err)
 				return
@@ -378,8 +396,8 @@ func TestKeyCollationCoarsens(t *testing.T) {
 				t.Fatal(err)
 			}
 			var n int
-			if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE code = _utf8mb4'a' COLLATE utf8mb4_bin").Scan(&n); err != nil || n != 1 {
-				t.Fatalf("row 'a': %d rows, %v", n, err)
+			if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE id = 100 AND code = _utf8mb4'" + first + "' COLLATE utf8mb4_bin").Scan(&n); err != nil || n != 1 {
+				t.Fatalf("row %q: %d rows, %v", first, n, err)
 			}
 			testutil.Exec(t, db, "CREATE TABLE n LIKE "+OldName("t"), "INSERT INTO n SELECT * FROM "+OldName("t"), "ALTER TABLE n "+alter)
 			if got, want := testutil.TableChecksum(t, db, schema, "t", "id"), testutil.TableChecksum(t, db, schema, "n", "id"); got != want {
@@ -418,9 +436,19 @@ func TestDataDirectoryRefused(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	_, err = runT(ctxFor(t, time.Minute), testOptions(t, schema, "t", "ADD COLUMN w INT, FORCE"))
-	if err == nil || !strings.Contains(err.Error(), "DATA DIRECTORY='"+dir) || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("Run = %v; want the one-line refusal naming DATA DIRECTORY", err)
+	var mode string
+	if err := db.QueryRow("SELECT @@GLOBAL.sql_mode").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	// Also with sql_mode NO_DIR_IN_CREATE (--set-vars), under which SHOW
+	// CREATE TABLE leaves the option out.
+	for _, vars := range []map[string]string{nil, {"sql_mode": dbconn.QuoteString(dbconn.WithMode(mode, "NO_DIR_IN_CREATE"))}} {
+		o := testOptions(t, schema, "t", "ADD COLUMN w INT, FORCE")
+		o.Conn.SetVars = vars
+		_, err = runT(ctxFor(t, time.Minute), o)
+		if err == nil || !strings.Contains(err.Error(), "DATA DIRECTORY='"+dir) || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("Run (set-vars %v) = %v; want the one-line refusal naming DATA DIRECTORY", vars, err)
+		}
 	}
 	var name, create string
 	if err := db.QueryRow("SHOW CREATE TABLE t").Scan(&name, &create); err != nil {
