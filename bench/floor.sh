@@ -31,7 +31,9 @@
 # of the primary, the replica and recast.
 # With --compare BIN, two more phases run another recast binary the same way,
 # interleaved with the build's (held, held-B, held-again, held-B-again,
-# held-nopace): what a change to the pipeline costs or saves, in one run.
+# held-nopace), and with --synced three more (synced, synced-B,
+# synced-again, synced-B-again): what a change to the pipeline costs or
+# saves, in one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH:/usr/sbin"
@@ -112,27 +114,37 @@ for phase in "${PHASE_LIST[@]}"; do
 	"$RECAST" cleanup --host 127.0.0.1 --port "$PORT" --user recast --password recast --database sbtest --table sbtest1 >>"$OUT/cleanup.log" 2>&1
 	sleep 10
 done
-if [ "$SYNCED" = 1 ]; then
-	PFLAG=$OUT/postpone.flag
+# synced PHASE BIN: a migration of BIN with the cut-over postponed, measured
+# from 30 s after its copy and checksum are done.
+synced() {
+	local phase=$1 bin=$2 PFLAG=$OUT/postpone.flag pid t0
 	touch "$PFLAG"
-	"$RECAST" migrate --host 127.0.0.1 --port "$PORT" --user recast --password recast --database sbtest --table sbtest1 \
-		--alter FORCE --execute --progress-interval 1s --max-latency-ratio 0 --postpone-cut-over-flag-file "$PFLAG" >"$OUT/synced.log" 2>&1 &
+	"$bin" migrate --host 127.0.0.1 --port "$PORT" --user recast --password recast --database sbtest --table sbtest1 \
+		--alter FORCE --execute --progress-interval 1s --max-latency-ratio 0 --postpone-cut-over-flag-file "$PFLAG" >"$OUT/$phase.log" 2>&1 &
 	pid=$!
 	for _ in $(seq 1 1800); do
-		grep -q "cut-over postponed" "$OUT/synced.log" && break
+		grep -q "cut-over postponed" "$OUT/$phase.log" && break
 		kill -0 "$pid" 2>/dev/null || { echo "floor: recast ended before the cut-over was postponed" >&2; exit 1; }
 		sleep 1
 	done
-	grep -q "cut-over postponed" "$OUT/synced.log" || { echo "floor: the cut-over was never postponed" >&2; exit 1; }
+	grep -q "cut-over postponed" "$OUT/$phase.log" || { echo "floor: the cut-over was never postponed" >&2; exit 1; }
 	sleep 30
 	t0=$(ticks "$pid")
-	mark start synced
+	mark start "$phase"
 	sleep "$HOLD"
-	RECAST_TICKS=$(($(ticks "$pid") - t0)) mark stop synced
+	RECAST_TICKS=$(($(ticks "$pid") - t0)) mark stop "$phase"
 	kill -INT "$pid"
 	wait "$pid" || true
 	"$RECAST" cleanup --host 127.0.0.1 --port "$PORT" --user recast --password recast --database sbtest --table sbtest1 >>"$OUT/cleanup.log" 2>&1
 	sleep 10
+}
+if [ "$SYNCED" = 1 ]; then
+	synced synced "$RECAST"
+	if [ -n "$COMPARE" ]; then
+		synced synced-B "$COMPARE"
+		synced synced-again "$RECAST"
+		synced synced-B-again "$COMPARE"
+	fi
 	mark start base-again
 	sleep "$HOLD"
 	mark stop base-again

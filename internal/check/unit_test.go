@@ -21,7 +21,7 @@ func TestOrder(t *testing.T) {
 		orders[c.Order] = true
 	}
 	want := []string{"set-vars", "binlog", "privileges", "table", "system-versioning", "alter", "triggers",
-		"foreign-keys", "check-constraint-names", "data-directory", "lock", "helper-tables", "chunk-key", "not-null", "narrowing", "numeric-range", "unique"}
+		"foreign-keys", "check-constraint-names", "data-directory", "lock", "helper-tables", "chunk-key", "not-null", "narrowing", "number-text", "numeric-range", "unique"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("checks run in order\n%v\nwant\n%v", got, want)
 	}

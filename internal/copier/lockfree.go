@@ -122,14 +122,25 @@ func (c *Copier) copyChunkLockFree(ctx context.Context, slot int, lo, hi []any) 
 		defer conn.Close()
 		if !marked {
 			// The low watermark: its own committed transaction, before the
-			// chunk's snapshot. Written again after a failure: a second
-			// event with the same mark is ignored.
+			// chunk's snapshot. Written once per chunk: a retry of the
+			// chunk's read keeps it (changes after it are still held);
+			// written again only when writing it failed, and then it may
+			// have committed the first time: a second event with the same
+			// mark is ignored.
 			if _, err := conn.ExecContext(ctx, dbconn.Tag+"REPLACE INTO "+lf.marks+" (slot, mark) VALUES (?, ?)", slot, id); err != nil {
 				return err
 			}
 			marked = true
 		}
 		q := base
+		locked := false
+		lock := func() {
+			if !locked {
+				q += " LOCK IN SHARE MODE"
+				c.lockedChunks.Add(1)
+				locked = true
+			}
+		}
 		// A prepared XA transaction becomes visible at its XA COMMIT, not at
 		// its place in the binlog: while one exists, this chunk locks.
 		xa, err := preparedXA(ctx, conn)
@@ -137,8 +148,7 @@ func (c *Copier) copyChunkLockFree(ctx context.Context, slot int, lo, hi []any) 
 			return err
 		}
 		if xa {
-			q += " LOCK IN SHARE MODE"
-			c.lockedChunks.Add(1)
+			lock()
 		}
 		var connID int64
 		if !c.cfg.OrderedCommits {
@@ -155,9 +165,8 @@ func (c *Copier) copyChunkLockFree(ctx context.Context, slot int, lo, hi []any) 
 			if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID(), @@GLOBAL.binlog_order_commits").Scan(&connID, &ordered); err != nil {
 				return err
 			}
-			if ordered == 0 && !xa {
-				q += " LOCK IN SHARE MODE"
-				c.lockedChunks.Add(1)
+			if ordered == 0 {
+				lock()
 				if !lf.unordered.Swap(true) {
 					c.cfg.Logger.Warn("binlog_order_commits is OFF: commits may become visible out of binlog order, so copy chunks lock their rows (LOCK IN SHARE MODE) while it stays off")
 				}

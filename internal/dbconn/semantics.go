@@ -39,14 +39,23 @@ func ReadSemantics(ctx context.Context, db *sql.DB, c Config) (Semantics, error)
 	if _, ok := c.SetVars["time_zone"]; ok {
 		s.TimeZone = sZone
 	}
-	// Two instants, winter and summer: a zone equal to UTC at both has no
-	// offset (and no daylight saving time) worth converting for.
+	// Four instants, winter and summer of 2001 and of now: a zone equal to
+	// UTC at all of them has no offset worth converting for, and one whose
+	// offset differs between them has clock changes. 2001 alone called
+	// Africa/Casablanca UTC (+00:00 then, +01:00 since 2018).
 	var utc, dst sql.NullBool
-	err = db.QueryRowContext(ctx, Tag+`SELECT
-		CONVERT_TZ('2001-01-15 12:00:00', ?, '+00:00') = '2001-01-15 12:00:00' AND CONVERT_TZ('2001-07-15 12:00:00', ?, '+00:00') = '2001-07-15 12:00:00',
-		TIMESTAMPDIFF(SECOND, '2001-01-15 12:00:00', CONVERT_TZ('2001-01-15 12:00:00', ?, '+00:00')) <>
-		TIMESTAMPDIFF(SECOND, '2001-07-15 12:00:00', CONVERT_TZ('2001-07-15 12:00:00', ?, '+00:00'))`,
-		s.TimeZone, s.TimeZone, s.TimeZone, s.TimeZone).Scan(&utc, &dst)
+	const off = "TIMESTAMPDIFF(SECOND, %[1]s, CONVERT_TZ(%[1]s, ?, '+00:00'))"
+	instants := []string{"TIMESTAMP'2001-01-15 12:00:00'", "TIMESTAMP'2001-07-15 12:00:00'",
+		"CAST(UTC_TIMESTAMP() AS DATETIME)", "CAST(UTC_TIMESTAMP() + INTERVAL 6 MONTH AS DATETIME)"}
+	var offs []string
+	var args []any
+	for _, at := range instants {
+		offs = append(offs, fmt.Sprintf(off, at))
+		args = append(args, s.TimeZone)
+	}
+	list := strings.Join(offs, ", ")
+	err = db.QueryRowContext(ctx, Tag+"SELECT GREATEST("+list+") = 0 AND LEAST("+list+") = 0, GREATEST("+list+") <> LEAST("+list+")",
+		append(append(append(append([]any{}, args...), args...), args...), args...)...).Scan(&utc, &dst)
 	if err != nil {
 		return s, fmt.Errorf("read the server's time_zone: %w", err)
 	}

@@ -141,7 +141,7 @@ func boundsCarry(source, ghost *table.Table, src, gh []string) bool {
 		if gi < 0 {
 			return false
 		}
-		if Coarsens(sc, ghost.Columns[gi]) {
+		if Coarsens(sc, ghost.Columns[gi]) || reorders(sc, ghost.Columns[gi]) {
 			return false
 		}
 		if table.KeyNumbered(sc) && !strings.EqualFold(sc.ColumnType, ghost.Columns[gi].ColumnType) {
@@ -149,6 +149,46 @@ func boundsCarry(source, ghost *table.Table, src, gh []string) bool {
 		}
 	}
 	return true
+}
+
+// reorders reports whether a character key column's values sort otherwise
+// in the new table: another collation (made _bin from _ci, 'B1' sorts
+// before 'a2'), or bytes made characters. The checksum compares the tables
+// range by range with the old table's bounds, and with more rows than one
+// of its chunks a row fell in another range on each side: the run failed
+// after its copy ("missing from the new table") where it can be refused at
+// the start. (utf8mb3 and utf8mb4 names of one collation sort alike.)
+func reorders(sc, gc table.Column) bool {
+	switch {
+	case !stringLike(sc.DataType):
+		return false // numbers and temporals are bound as such: they compare so in either table
+	case !stringLike(gc.DataType):
+		return true // text made a number: '10' sorts before '9' as text
+	case sc.Charset == "" && gc.Charset == "":
+		return false // bytes to bytes
+	case sc.Charset == "" || gc.Charset == "":
+		return true // bytes to characters, or the reverse
+	}
+	return normCollation(sc.Collation) != normCollation(gc.Collation)
+}
+
+// stringLike: the character and binary string types.
+func stringLike(t string) bool {
+	switch t {
+	case "char", "varchar", "tinytext", "text", "mediumtext", "longtext":
+		return true
+	}
+	return table.IsBinaryType(t)
+}
+
+// normCollation names utf8mb3's (utf8's) collations as utf8mb4's.
+func normCollation(c string) string {
+	for _, p := range []string{"utf8mb3_", "utf8_"} {
+		if strings.HasPrefix(c, p) {
+			return "utf8mb4_" + strings.TrimPrefix(c, p)
+		}
+	}
+	return c
 }
 
 // Coarsens reports whether the new column's comparison can make distinct
@@ -170,14 +210,7 @@ func Coarsens(sc, gc table.Column) bool {
 	if gc.Charset == "" {
 		return false // into bytes: no two values become equal
 	}
-	norm := func(c string) string {
-		for _, p := range []string{"utf8mb3_", "utf8_"} {
-			if strings.HasPrefix(c, p) {
-				return "utf8mb4_" + strings.TrimPrefix(c, p)
-			}
-		}
-		return c
-	}
+	norm := normCollation
 	noPad := func(c string) bool { return strings.Contains(c, "nopad") || strings.Contains(c, "_0900_") }
 	if sc.Charset != "" && norm(sc.Collation) == norm(gc.Collation) {
 		return noPad(sc.Collation) && gc.DataType == "char" && sc.DataType != "char"

@@ -235,6 +235,35 @@ func TestSharedKeyBoundsCarry(t *testing.T) {
 	}
 }
 
+func TestReorders(t *testing.T) {
+	col := func(typ, coll string) table.Column {
+		c := table.Column{DataType: typ, ColumnType: typ, Collation: coll}
+		if coll != "" {
+			c.Charset, _, _ = strings.Cut(coll, "_")
+		}
+		return c
+	}
+	for _, c := range []struct {
+		src, gh table.Column
+		want    bool
+	}{
+		{col("varchar", "utf8mb4_general_ci"), col("varchar", "utf8mb4_bin"), true},
+		{col("varchar", "latin1_bin"), col("varchar", "utf8mb4_bin"), true},
+		{col("varchar", "utf8mb3_bin"), col("varchar", "utf8mb4_bin"), false},
+		{col("varchar", "utf8mb4_bin"), col("char", "utf8mb4_bin"), false},
+		{col("varbinary", ""), col("varchar", "utf8mb4_bin"), true},
+		{col("varchar", "utf8mb4_bin"), col("varbinary", ""), true},
+		{col("varbinary", ""), col("binary", ""), false},
+		{col("varchar", "utf8mb4_bin"), col("int", ""), true},
+		{col("bigint", ""), col("varchar", "utf8mb4_bin"), false},
+		{col("datetime", ""), col("varchar", "utf8mb4_bin"), false},
+	} {
+		if got := reorders(c.src, c.gh); got != c.want {
+			t.Errorf("reorders(%s %s -> %s %s) = %v, want %v", c.src.DataType, c.src.Collation, c.gh.DataType, c.gh.Collation, got, c.want)
+		}
+	}
+}
+
 func TestCoarsens(t *testing.T) {
 	str := func(typ, coll string) table.Column {
 		c := table.Column{DataType: typ, ColumnType: typ + "(20)", Collation: coll}

@@ -205,6 +205,28 @@ func stringExpr(sc, gc table.Column) (string, bool) {
 			return "CONVERT(" + raw + " USING " + gc.Charset + ")", true
 		}
 		return raw, true
+	case isInt(st) && isText(gt):
+		// The text is what the server stores too; the template is for
+		// comparisons. A number bound against a string column is
+		// compared with it as a DOUBLE: by key (the applier's DELETE,
+		// a unique key's lookup, the verification) an id above 2^53
+		// matched its neighbours, 1500000000000000001 the row
+		// '1500000000000000002', and the DELETE removed both. As text in
+		// the column's collation it matches its own row only (and the
+		// index serves the lookup).
+		if gt == "binary" {
+			// BINARY(n) stores the text padded with 0x00 to n bytes, and
+			// compares the padding.
+			return "CAST(? AS BINARY(" + typeArgs(gc.ColumnType) + "))", true
+		}
+		if gc.Charset == "" {
+			return "CAST(? AS BINARY)", true
+		}
+		return "CAST(? AS CHAR CHARACTER SET " + gc.Charset + ") COLLATE " + gc.Collation, true
+	case (st == "enum" || st == "set") && gc.Charset == "" && isText(gt) && sc.Charset != "":
+		// The image is the member's name in UTF-8; the server's ALTER
+		// stores the member's bytes in the column's charset.
+		return "CONVERT(? USING " + sc.Charset + ")", true
 	case st == "year" && isText(gt):
 		return "LPAD(?, 4, '0')", true // YEAR 0 reads '0000'
 	case st == "time" && fsp(sc) > 0 && isText(gt):
@@ -234,6 +256,11 @@ func (m *migrator) copyExprs(p *Plan) []string {
 			used = true
 		} else if gi >= 0 && sc.DataType == "float" && isChar(p.Ghost.Columns[gi].DataType) {
 			e = "CONCAT(" + table.QuoteIdent(pr.Source) + ")"
+			used = true
+		} else if gi >= 0 && sc.DataType == "year" && isText(p.Ghost.Columns[gi].DataType) {
+			// YEAR 0 is '0000' as the ALTER writes it, the number 0 as
+			// INSERT … SELECT stores it.
+			e = "LPAD(" + table.QuoteIdent(pr.Source) + ", 4, '0')"
 			used = true
 		}
 		out = append(out, e)

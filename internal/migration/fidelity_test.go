@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/testutil"
 )
 
@@ -624,6 +625,51 @@ func TestFidelityDSTKey(t *testing.T) {
 	o.Conn.SetVars = map[string]string{"time_zone": "'+05:00'"}
 	if _, err := runT(ctxFor(t, time.Minute), o); err != nil {
 		t.Fatalf("a fixed-offset zone: %v", err)
+	}
+}
+
+// TestZoneSemantics: a zone is UTC for recast only if it is at every
+// instant it samples, today's included: Africa/Casablanca was +00:00 all of
+// 2001 and has been +01:00 since 2018 (sampled in 2001 alone it was taken
+// for UTC, and values converted between TIMESTAMP and DATETIME were an
+// hour off); Europe/Paris changes its clocks; '+00:00' is UTC.
+func TestZoneSemantics(t *testing.T) {
+	t.Parallel()
+	tool, err := exec.LookPath("mariadb-tzinfo-to-sql")
+	if err != nil {
+		t.Skip("mariadb-tzinfo-to-sql is not installed")
+	}
+	sb := testutil.Sandbox(t)
+	for _, z := range []string{"Africa/Casablanca", "Europe/Paris"} {
+		load := fmt.Sprintf("%s /usr/share/zoneinfo/%s %s | mariadb -h%s -P%d -u%s -p%s mysql",
+			tool, z, z, sb.Primary.Host, sb.Primary.Port, sb.User, sb.Password)
+		if out, err := exec.Command("sh", "-c", load).CombinedOutput(); err != nil {
+			t.Skipf("load the %s zone: %v: %s", z, err, out)
+		}
+	}
+	for _, c := range []struct {
+		zone     string
+		utc, dst bool
+	}{
+		{"Africa/Casablanca", false, true}, // its offset differs between 2001 and now (and it changes clocks for Ramadan)
+		{"Europe/Paris", false, true},
+		{"+00:00", true, false},
+		{"+01:00", false, false},
+	} {
+		cfg := dbconn.Config{Host: sb.Primary.Host, Port: sb.Primary.Port, User: sb.User, Password: sb.Password,
+			SetVars: map[string]string{"time_zone": dbconn.QuoteString(c.zone)}}
+		db, err := dbconn.Open(ctxFor(t, time.Minute), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sem, err := dbconn.ReadSemantics(ctxFor(t, time.Minute), db, cfg)
+		db.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sem.TimeZone != c.zone || sem.UTC != c.utc || sem.DST != c.dst {
+			t.Errorf("%s: zone %q, UTC %v, DST %v; want UTC %v, DST %v", c.zone, sem.TimeZone, sem.UTC, sem.DST, c.utc, c.dst)
+		}
 	}
 }
 

@@ -80,7 +80,7 @@ func (m *migrator) newVerifier(plan *Plan) *verify.Verifier {
 	return verify.New(verify.Config{
 		Source: m.source, Ghost: plan.Ghost,
 		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan), SourceExprs: plan.CopyExprs,
-		KeySource: plan.ApplyKeySource, KeyGhost: plan.ApplyKeyGhost, KeyCharsets: keyCharsets, RangeKey: plan.KeySource,
+		KeySource: plan.ApplyKeySource, KeyGhost: plan.ApplyKeyGhost, KeyCharsets: keyCharsets, KeyExprs: plan.KeyExprs, RangeKey: plan.KeySource,
 		SourceExpr: srcExpr, GhostExpr: ghExpr,
 		Uniques: ghostUniques(plan), Logger: m.rt.Logger,
 	})

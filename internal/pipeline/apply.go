@@ -536,6 +536,18 @@ func appendArg(args []any, v any, exprs []string, j int) []any {
 	return args
 }
 
+// Placeholder renders column j's placeholder as placeholders does, and
+// how many times its value is bound there.
+func Placeholder(j int, charsets, exprs []string) (string, int) {
+	if j < len(exprs) && exprs[j] != "" {
+		return exprs[j], placeholderCount(exprs[j])
+	}
+	if j < len(charsets) && charsets[j] != "" {
+		return "CONVERT(? USING " + charsets[j] + ")", 1
+	}
+	return "?", 1
+}
+
 // placeholders renders n comma-separated placeholders: a column's template
 // when it has one, else converted from the charsets given.
 func placeholders(n int, charsets, exprs []string) string {
@@ -544,13 +556,8 @@ func placeholders(n int, charsets, exprs []string) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		if i < len(exprs) && exprs[i] != "" {
-			b.WriteString(exprs[i])
-		} else if i < len(charsets) && charsets[i] != "" {
-			b.WriteString("CONVERT(? USING " + charsets[i] + ")")
-		} else {
-			b.WriteByte('?')
-		}
+		ph, _ := Placeholder(i, charsets, exprs)
+		b.WriteString(ph)
 	}
 	return b.String()
 }

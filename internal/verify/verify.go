@@ -61,6 +61,10 @@ type Config struct {
 	// column's differs (image values are then CONVERTed for the ghost), as
 	// pipeline.Config.KeyCharsets.
 	KeyCharsets []string
+	// KeyExprs: per key column, the applier's template for an image value
+	// compared with the ghost's column ("" or missing: none), as
+	// pipeline.Config.KeyExprs.
+	KeyExprs []string
 	// SourceExprs, if set, are the copy's SELECT expressions per mapped
 	// column ("" or missing: the column itself); restores copy with them.
 	SourceExprs []string
@@ -259,11 +263,11 @@ func (v *Verifier) Final(ctx context.Context, locked *sql.Conn, db *sql.DB) erro
 // compare returns the indexes in keys whose rows differ (present on one side
 // only, or with different CRCs).
 func (v *Verifier) compare(ctx context.Context, src, ghost table.Querier, keys [][]any) ([]int, error) {
-	s, err := v.crcs(ctx, src, v.cfg.Source.QuotedName(), v.cfg.KeySource, nil, v.cfg.SourceExpr, keys)
+	s, err := v.crcs(ctx, src, v.cfg.Source.QuotedName(), v.cfg.KeySource, nil, nil, v.cfg.SourceExpr, keys)
 	if err != nil {
 		return nil, err
 	}
-	g, err := v.crcs(ctx, ghost, v.cfg.Ghost.QuotedName(), v.cfg.KeyGhost, v.cfg.KeyCharsets, v.cfg.GhostExpr, keys)
+	g, err := v.crcs(ctx, ghost, v.cfg.Ghost.QuotedName(), v.cfg.KeyGhost, v.cfg.KeyCharsets, v.cfg.KeyExprs, v.cfg.GhostExpr, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +285,7 @@ func (v *Verifier) compare(ctx context.Context, src, ghost table.Querier, keys [
 // crcs reads the per-row CRC of each key's row in tbl, by the key's index:
 // the keys form a derived table with their ordinals, joined to tbl on the
 // key columns, so rows match their keys whatever the key's type.
-func (v *Verifier) crcs(ctx context.Context, q table.Querier, tbl string, keyCols, charsets []string, expr string, keys [][]any) (map[int]uint64, error) {
+func (v *Verifier) crcs(ctx context.Context, q table.Querier, tbl string, keyCols, charsets, exprs []string, expr string, keys [][]any) (map[int]uint64, error) {
 	var b strings.Builder
 	args := make([]any, 0, len(keys)*(len(keyCols)+1))
 	b.WriteString(dbconn.Tag + "SELECT rc__k.rc__i, " + expr + " FROM (")
@@ -292,12 +296,11 @@ func (v *Verifier) crcs(ctx context.Context, q table.Querier, tbl string, keyCol
 		b.WriteString("SELECT ? AS rc__i")
 		args = append(args, i)
 		for j := range keyCols {
-			ph := "?"
-			if j < len(charsets) && charsets[j] != "" {
-				ph = "CONVERT(? USING " + charsets[j] + ")"
-			}
+			ph, n := pipeline.Placeholder(j, charsets, exprs)
 			fmt.Fprintf(&b, ", %s AS rc__k%d", ph, j)
-			args = append(args, k[j])
+			for range n {
+				args = append(args, k[j])
+			}
 		}
 	}
 	b.WriteString(") rc__k JOIN " + tbl + " ON ")

@@ -1,0 +1,53 @@
+package check
+
+import (
+	"context"
+	"regexp"
+	"strings"
+
+	"github.com/recast-osc/recast/internal/table"
+)
+
+func init() {
+	Register(Check{Name: "number-text", Order: 116, CopyOnly: true, Run: checkNumberText})
+}
+
+// formattedNumber matches the column types whose text the server's ALTER
+// formats from the column's definition: ZEROFILL pads to the display width
+// (INT(5) ZEROFILL 2134 is '02134'), FLOAT(M,D) and DOUBLE(M,D) print D
+// decimals (DOUBLE(10,2) 1.5 is '1.50').
+var formattedNumber = regexp.MustCompile(`(?i)\bzerofill\b|^(float|double|real)\s*\(\s*\d+\s*,\s*\d+\s*\)`)
+
+// checkNumberText refuses an ALTER that makes such a number a string
+// (CHAR, VARCHAR, BINARY, VARBINARY, TEXT, BLOB): the server's ALTER writes
+// the formatted text, while the copy's INSERT … SELECT and the applier's
+// bound value give the plain number's ('2134', '1.5'), and with a binary
+// target the checksum does not compare the column.
+func checkNumberText(_ context.Context, in *Input) error {
+	if in.Ghost == nil {
+		return nil
+	}
+	for _, p := range in.Pairs {
+		si, gi := in.Source.ColumnIndex(p.Source), in.Ghost.ColumnIndex(p.Ghost)
+		if si < 0 || gi < 0 {
+			continue
+		}
+		sc, gc := in.Source.Columns[si], in.Ghost.Columns[gi]
+		if !formattedNumber.MatchString(strings.TrimSpace(sc.ColumnType)) || !stringType(gc.DataType) {
+			continue
+		}
+		return refusef("change this column with the server's own ALTER TABLE; or, if the plain number's text is what you want, first drop the formatting (ZEROFILL, the (M,D)) with recast, then make it a string",
+			"column %s %s becomes %s: the server's ALTER writes its formatted text (zero-padded, or with the declared decimals), which recast's copy and applier do not reproduce",
+			table.QuoteIdent(sc.Name), sc.ColumnType, gc.ColumnType)
+	}
+	return nil
+}
+
+// stringType: the character and binary string types (not ENUM, SET, JSON).
+func stringType(t string) bool {
+	switch strings.ToLower(t) {
+	case "char", "varchar", "binary", "varbinary", "tinytext", "text", "mediumtext", "longtext", "tinyblob", "blob", "mediumblob", "longblob":
+		return true
+	}
+	return false
+}
