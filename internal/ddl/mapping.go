@@ -85,7 +85,7 @@ func Map(source, ghost *table.Table, a *Analysis) ([]ColumnPair, error) {
 }
 
 // errNoSharedKeyCause is the cause SharedKey reports when no key qualifies.
-const errNoSharedKeyCause = "no usable key: recast needs a PRIMARY KEY or a UNIQUE key on NOT NULL columns present in both the old and the new table (an ENUM, SET, BIT, FLOAT or DOUBLE column of the key must keep its type, and a string column must not get a collation under which distinct values become equal, such as _bin to _ci)"
+const errNoSharedKeyCause = "no usable key: recast needs a PRIMARY KEY or a UNIQUE key on NOT NULL columns present in both the old and the new table (an ENUM, SET, BIT, FLOAT or DOUBLE column of the key must keep its type, and a string column must keep its collation: another one can make distinct values equal or sort them otherwise, as _bin to _ci and _ci to _bin do; nor may it become a number)"
 
 // SharedKey picks the key that chunks the source and identifies rows in both
 // tables: the first identifying key of the source (unique, every column NOT
