@@ -632,7 +632,7 @@ func TestFidelityDSTKey(t *testing.T) {
 // instant it samples, today's included: Africa/Casablanca was +00:00 all of
 // 2001 and has been +01:00 since 2018 (sampled in 2001 alone it was taken
 // for UTC, and values converted between TIMESTAMP and DATETIME were an
-// hour off); Europe/Paris changes its clocks; '+00:00' is UTC.
+// hour off); America/New_York changes its clocks; '+00:00' is UTC.
 func TestZoneSemantics(t *testing.T) {
 	t.Parallel()
 	tool, err := exec.LookPath("mariadb-tzinfo-to-sql")
@@ -640,7 +640,17 @@ func TestZoneSemantics(t *testing.T) {
 		t.Skip("mariadb-tzinfo-to-sql is not installed")
 	}
 	sb := testutil.Sandbox(t)
-	for _, z := range []string{"Africa/Casablanca", "Europe/Paris"} {
+	db := testutil.DB(t, "mysql")
+	// Zones no other test loads (TestFidelityDSTKey loads Europe/Paris: a
+	// second load of one zone fails on its name), loaded once per server.
+	for _, z := range []string{"Africa/Casablanca", "America/New_York"} {
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM mysql.time_zone_name WHERE Name = ?", z).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			continue
+		}
 		load := fmt.Sprintf("%s /usr/share/zoneinfo/%s %s | mariadb -h%s -P%d -u%s -p%s mysql",
 			tool, z, z, sb.Primary.Host, sb.Primary.Port, sb.User, sb.Password)
 		if out, err := exec.Command("sh", "-c", load).CombinedOutput(); err != nil {
@@ -652,7 +662,7 @@ func TestZoneSemantics(t *testing.T) {
 		utc, dst bool
 	}{
 		{"Africa/Casablanca", false, true}, // its offset differs between 2001 and now (and it changes clocks for Ramadan)
-		{"Europe/Paris", false, true},
+		{"America/New_York", false, true},
 		{"+00:00", true, false},
 		{"+01:00", false, false},
 	} {
