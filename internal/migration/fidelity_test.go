@@ -602,23 +602,14 @@ func tableRows(ctx context.Context, db *sql.DB, schema, name string) ([]string, 
 // keyed on a TIMESTAMP is refused with one line; a fixed-offset zone is not.
 func TestFidelityDSTKey(t *testing.T) {
 	t.Parallel()
-	tool, err := exec.LookPath("mariadb-tzinfo-to-sql")
-	if err != nil {
-		t.Skip("mariadb-tzinfo-to-sql is not installed")
-	}
-	sb := testutil.Sandbox(t)
-	load := fmt.Sprintf("%s /usr/share/zoneinfo/Europe/Paris Europe/Paris | mariadb -h%s -P%d -u%s -p%s mysql",
-		tool, sb.Primary.Host, sb.Primary.Port, sb.User, sb.Password)
-	if out, err := exec.Command("sh", "-c", load).CombinedOutput(); err != nil {
-		t.Skipf("load the Europe/Paris zone: %v: %s", err, out)
-	}
+	loadZones(t, "Europe/Paris")
 	schema := testutil.NewSchema(t)
 	db := testutil.DB(t, schema)
 	testutil.Exec(t, db, "CREATE TABLE t (ts TIMESTAMP(3) NOT NULL, a INT, PRIMARY KEY (ts))",
 		"INSERT INTO t VALUES ('2001-10-28 00:30:00', 1), ('2001-10-28 01:30:00', 2), ('2001-10-28 02:30:00', 3)")
 	o := testOptions(t, schema, "t", "MODIFY a BIGINT")
 	o.Conn.SetVars = map[string]string{"time_zone": "'Europe/Paris'"}
-	_, err = runT(ctxFor(t, time.Minute), o)
+	_, err := runT(ctxFor(t, time.Minute), o)
 	if err == nil || !strings.Contains(err.Error(), "daylight-saving") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("Run = %v; want the one-line daylight-saving refusal", err)
 	}
@@ -628,22 +619,18 @@ func TestFidelityDSTKey(t *testing.T) {
 	}
 }
 
-// TestZoneSemantics: a zone is UTC for recast only if it is at every
-// instant it samples, today's included: Africa/Casablanca was +00:00 all of
-// 2001 and has been +01:00 since 2018 (sampled in 2001 alone it was taken
-// for UTC, and values converted between TIMESTAMP and DATETIME were an
-// hour off); America/New_York changes its clocks; '+00:00' is UTC.
-func TestZoneSemantics(t *testing.T) {
-	t.Parallel()
+// loadZones loads the named zones (from /usr/share/zoneinfo) into the test
+// server's time zone tables, each unless it is there (a second load of a
+// zone fails on its name); the test is skipped without the tool.
+func loadZones(t *testing.T, zones ...string) {
+	t.Helper()
 	tool, err := exec.LookPath("mariadb-tzinfo-to-sql")
 	if err != nil {
 		t.Skip("mariadb-tzinfo-to-sql is not installed")
 	}
 	sb := testutil.Sandbox(t)
 	db := testutil.DB(t, "mysql")
-	// Zones no other test loads (TestFidelityDSTKey loads Europe/Paris: a
-	// second load of one zone fails on its name), loaded once per server.
-	for _, z := range []string{"Africa/Casablanca", "America/New_York"} {
+	for _, z := range zones {
 		var n int
 		if err := db.QueryRow("SELECT COUNT(*) FROM mysql.time_zone_name WHERE Name = ?", z).Scan(&n); err != nil {
 			t.Fatal(err)
@@ -657,6 +644,18 @@ func TestZoneSemantics(t *testing.T) {
 			t.Skipf("load the %s zone: %v: %s", z, err, out)
 		}
 	}
+}
+
+// TestZoneSemantics: a zone is UTC for recast only if it is at every
+// instant it samples, today's included: Africa/Casablanca was +00:00 all of
+// 2001 and has been +01:00 since 2018 (sampled in 2001 alone it was taken
+// for UTC, and values converted between TIMESTAMP and DATETIME were an
+// hour off); America/New_York changes its clocks; '+00:00' is UTC.
+func TestZoneSemantics(t *testing.T) {
+	t.Parallel()
+	// Zones no other test loads: TestFidelityDSTKey loads Europe/Paris.
+	loadZones(t, "Africa/Casablanca", "America/New_York")
+	sb := testutil.Sandbox(t)
 	for _, c := range []struct {
 		zone     string
 		utc, dst bool
