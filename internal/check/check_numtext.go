@@ -33,7 +33,7 @@ func checkNumberText(_ context.Context, in *Input) error {
 			continue
 		}
 		sc, gc := in.Source.Columns[si], in.Ghost.Columns[gi]
-		if !formattedNumber.MatchString(strings.TrimSpace(sc.ColumnType)) || !stringType(gc.DataType) {
+		if !formattedNumber.MatchString(strings.TrimSpace(sc.ColumnType)) || !table.IsStringType(gc.DataType) {
 			continue
 		}
 		return refusef("change this column with the server's own ALTER TABLE; or, if the plain number's text is what you want, first drop the formatting (ZEROFILL, the (M,D)) with recast, then make it a string",
@@ -41,13 +41,4 @@ func checkNumberText(_ context.Context, in *Input) error {
 			table.QuoteIdent(sc.Name), sc.ColumnType, gc.ColumnType)
 	}
 	return nil
-}
-
-// stringType: the character and binary string types (not ENUM, SET, JSON).
-func stringType(t string) bool {
-	switch strings.ToLower(t) {
-	case "char", "varchar", "binary", "varbinary", "tinytext", "text", "mediumtext", "longtext", "tinyblob", "blob", "mediumblob", "longblob":
-		return true
-	}
-	return false
 }

@@ -44,18 +44,15 @@ func ReadSemantics(ctx context.Context, db *sql.DB, c Config) (Semantics, error)
 	// offset differs between them has clock changes. 2001 alone called
 	// Africa/Casablanca UTC (+00:00 then, +01:00 since 2018).
 	var utc, dst sql.NullBool
-	const off = "TIMESTAMPDIFF(SECOND, %[1]s, CONVERT_TZ(%[1]s, ?, '+00:00'))"
-	instants := []string{"TIMESTAMP'2001-01-15 12:00:00'", "TIMESTAMP'2001-07-15 12:00:00'",
-		"CAST(UTC_TIMESTAMP() AS DATETIME)", "CAST(UTC_TIMESTAMP() + INTERVAL 6 MONTH AS DATETIME)"}
 	var offs []string
 	var args []any
-	for _, at := range instants {
-		offs = append(offs, fmt.Sprintf(off, at))
+	for _, at := range []string{"TIMESTAMP'2001-01-15 12:00:00'", "TIMESTAMP'2001-07-15 12:00:00'",
+		"CAST(UTC_TIMESTAMP() AS DATETIME)", "CAST(UTC_TIMESTAMP() + INTERVAL 6 MONTH AS DATETIME)"} {
+		offs = append(offs, fmt.Sprintf("SELECT TIMESTAMPDIFF(SECOND, %[1]s, CONVERT_TZ(%[1]s, ?, '+00:00')) AS o", at))
 		args = append(args, s.TimeZone)
 	}
-	list := strings.Join(offs, ", ")
-	err = db.QueryRowContext(ctx, Tag+"SELECT GREATEST("+list+") = 0 AND LEAST("+list+") = 0, GREATEST("+list+") <> LEAST("+list+")",
-		append(append(append(append([]any{}, args...), args...), args...), args...)...).Scan(&utc, &dst)
+	err = db.QueryRowContext(ctx, Tag+"SELECT MAX(o) = 0 AND MIN(o) = 0, MAX(o) <> MIN(o) FROM ("+strings.Join(offs, " UNION ALL ")+") offsets",
+		args...).Scan(&utc, &dst)
 	if err != nil {
 		return s, fmt.Errorf("read the server's time_zone: %w", err)
 	}

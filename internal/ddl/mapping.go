@@ -160,9 +160,9 @@ func boundsCarry(source, ghost *table.Table, src, gh []string) bool {
 // the start. (utf8mb3 and utf8mb4 names of one collation sort alike.)
 func reorders(sc, gc table.Column) bool {
 	switch {
-	case !stringLike(sc.DataType):
+	case !table.IsStringType(sc.DataType):
 		return false // numbers and temporals are bound as such: they compare so in either table
-	case !stringLike(gc.DataType):
+	case !table.IsStringType(gc.DataType):
 		return true // text made a number: '10' sorts before '9' as text
 	case sc.Charset == "" && gc.Charset == "":
 		return false // bytes to bytes
@@ -170,15 +170,6 @@ func reorders(sc, gc table.Column) bool {
 		return true // bytes to characters, or the reverse
 	}
 	return normCollation(sc.Collation) != normCollation(gc.Collation)
-}
-
-// stringLike: the character and binary string types.
-func stringLike(t string) bool {
-	switch t {
-	case "char", "varchar", "tinytext", "text", "mediumtext", "longtext":
-		return true
-	}
-	return table.IsBinaryType(t)
 }
 
 // normCollation names utf8mb3's (utf8's) collations as utf8mb4's.

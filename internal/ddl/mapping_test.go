@@ -235,14 +235,17 @@ func TestSharedKeyBoundsCarry(t *testing.T) {
 	}
 }
 
-func TestReorders(t *testing.T) {
-	col := func(typ, coll string) table.Column {
-		c := table.Column{DataType: typ, ColumnType: typ, Collation: coll}
-		if coll != "" {
-			c.Charset, _, _ = strings.Cut(coll, "_")
-		}
-		return c
+// strCol is a column of type typ(20) under collation coll ("": none).
+func strCol(typ, coll string) table.Column {
+	c := table.Column{DataType: typ, ColumnType: typ + "(20)", Collation: coll}
+	if coll != "" {
+		c.Charset, _, _ = strings.Cut(coll, "_")
 	}
+	return c
+}
+
+func TestReorders(t *testing.T) {
+	col := strCol
 	for _, c := range []struct {
 		src, gh table.Column
 		want    bool
@@ -265,13 +268,7 @@ func TestReorders(t *testing.T) {
 }
 
 func TestCoarsens(t *testing.T) {
-	str := func(typ, coll string) table.Column {
-		c := table.Column{DataType: typ, ColumnType: typ + "(20)", Collation: coll}
-		if coll != "" {
-			c.Charset, _, _ = strings.Cut(coll, "_")
-		}
-		return c
-	}
+	str := strCol
 	cases := []struct {
 		src, gh table.Column
 		want    bool

@@ -192,6 +192,17 @@ func ParseKeyArg(c Column, b []byte) (any, error) {
 }
 
 // IsBinaryType reports the byte-string types.
+// IsStringType reports whether dataType is a character or binary string
+// type (CHAR, VARCHAR, the TEXT types, and IsBinaryType's): not ENUM, SET
+// or JSON.
+func IsStringType(dataType string) bool {
+	switch dataType {
+	case "char", "varchar", "tinytext", "text", "mediumtext", "longtext":
+		return true
+	}
+	return IsBinaryType(dataType)
+}
+
 func IsBinaryType(dataType string) bool {
 	switch dataType {
 	case "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob":
