@@ -161,12 +161,24 @@ func (c *checker) buildExprs() {
 	// a sysbench table 60 % slower); a binary collation also keeps columns
 	// of different collations from clashing inside CONCAT_WS. Several
 	// character sets cannot be mixed under explicit collations: CAST then.
+	//
+	// Text the comparison converts (a changed column's utf8mb4, MySQL's
+	// JSON) counts as utf8mb4: next to an explicit COLLATE utf8mb3_bin it
+	// was converted to utf8mb3, where every 4-byte character is '?', and an
+	// emoji made '?' compared equal.
 	charsets := map[string]bool{}
 	for i, s := range c.cfg.SourceColumns {
 		sc := c.cfg.Source.Columns[c.cfg.Source.ColumnIndex(s)]
 		gc := c.cfg.Ghost.Columns[c.cfg.Ghost.ColumnIndex(c.cfg.GhostColumns[i])]
-		if sc.Charset != "" && sc.ColumnType == gc.ColumnType && sc.Collation == gc.Collation {
-			charsets[sc.Charset] = true
+		switch {
+		case sc.ColumnType == gc.ColumnType && sc.Collation == gc.Collation:
+			if sc.Charset != "" {
+				charsets[sc.Charset] = true
+			} else if sc.DataType == "json" {
+				charsets["utf8mb4"] = true
+			}
+		case sc.Charset != "" || gc.Charset != "" || sc.DataType == "json" || gc.DataType == "json":
+			charsets["utf8mb4"] = true
 		}
 	}
 	raw := func(name, charset string) string {
@@ -194,6 +206,11 @@ func (c *checker) buildExprs() {
 			// Same type on both sides: the stored bytes compare, with no
 			// charset conversion.
 			se, ge := table.QuoteIdent(s), table.QuoteIdent(g)
+			if sc.DataType == "float" {
+				// As a double: a FLOAT prints 6 significant digits, and
+				// 1.2345678 compared equal to 1.23457.
+				se, ge = "("+se+" + 0e0)", "("+ge+" + 0e0)"
+			}
 			if sc.Charset != "" {
 				se, ge = raw(s, sc.Charset), raw(g, gc.Charset)
 			} else if byteString(sc.DataType) {
@@ -213,11 +230,22 @@ func (c *checker) buildExprs() {
 		gh = append(gh, textExpr(g, gc), "ISNULL("+table.QuoteIdent(g)+")")
 	}
 	if len(srcBin) > 0 {
-		src = append(src, "CRC32(CONCAT_WS('#',"+strings.Join(srcBin, ",")+"))")
-		gh = append(gh, "CRC32(CONCAT_WS('#',"+strings.Join(ghBin, ",")+"))")
+		src = append(src, rowHash("CONCAT_WS('#',"+strings.Join(srcBin, ",")+")"))
+		gh = append(gh, rowHash("CONCAT_WS('#',"+strings.Join(ghBin, ",")+")"))
 	}
-	c.srcExpr = "CRC32(CONCAT_WS('#'," + strings.Join(src, ",") + "))"
-	c.ghExpr = "CRC32(CONCAT_WS('#'," + strings.Join(gh, ",") + "))"
+	c.srcExpr = rowHash("CONCAT_WS('#'," + strings.Join(src, ",") + ")")
+	c.ghExpr = rowHash("CONCAT_WS('#'," + strings.Join(gh, ",") + ")")
+}
+
+// rowHash is a row's hash, as a 64-bit unsigned number: the first 64 bits
+// of the SHA-256 of its text (MySQL 9.7 has neither MD5 nor SHA1). A
+// chunk's is the BIT_XOR of its rows'. It was the CRC32, which is linear
+// over XOR: the same wrong bytes at the same distance from the end of two
+// rows' text changed their CRCs by the same value, and the two changes
+// cancelled in the chunk's BIT_XOR ('a' made 'b' in rows 9 and 10 of a
+// chunk passed), as any even number of them did.
+func rowHash(text string) string {
+	return "CAST(CONV(LEFT(SHA2(" + text + ", 256), 16), 16, 10) AS UNSIGNED)"
 }
 
 // byteString reports the types whose values are binary strings: byte
@@ -579,12 +607,12 @@ func (c *checker) walker(todo []chunk) func(context.Context) (chunk, bool, error
 func (c *checker) sum(ctx context.Context, conn *sql.Conn, tbl, expr string, key []string, ch chunk) (int64, uint64, error) {
 	where, args := rangeWhere(key, ch)
 	var n int64
-	var crc sql.NullInt64
+	var crc sql.Null[uint64]
 	q := dbconn.Tag + "SELECT COUNT(*), BIT_XOR(" + expr + ") FROM " + tbl + " WHERE " + where
 	if err := conn.QueryRowContext(ctx, q, args...).Scan(&n, &crc); err != nil {
 		return 0, 0, fmt.Errorf("checksum %s: %w", tbl, err)
 	}
-	return n, uint64(crc.Int64), nil
+	return n, crc.V, nil
 }
 
 // repair re-copies a chunk: its ghost rows are replaced by the source's

@@ -2,6 +2,7 @@ package checksum_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"testing"
@@ -89,4 +90,125 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
+}
+
+// TestEvenChangesDetected: the same wrong byte at the same place in two rows
+// of a chunk (a systematic conversion fault, a lost multi-row UPDATE) is a
+// difference. With each row's CRC32 XORed into the chunk's sum, the two
+// changes cancelled (CRC32 is linear over XOR) and the chunk passed.
+func TestEvenChangesDetected(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	schema := testutil.NewSchema(t)
+	raw := testutil.DB(t, schema)
+	testutil.Exec(t, raw,
+		"CREATE TABLE src (id INT NOT NULL PRIMARY KEY, status CHAR(1) NOT NULL, n INT NOT NULL)",
+		"INSERT INTO src WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 40) SELECT i, 'a', i % 3 FROM s",
+		"CREATE TABLE ghost LIKE src",
+		"INSERT INTO ghost SELECT * FROM src",
+		// Same bytes changed, same distance from the end of each row's text.
+		"UPDATE ghost SET status = 'b' WHERE id IN (9, 10)",
+		"UPDATE ghost SET n = 7 - n WHERE id IN (21, 24, 27, 30)")
+	sb := testutil.Sandbox(t)
+	db, err := dbconn.Open(ctx, dbconn.Config{Host: sb.Primary.Host, Port: sb.Primary.Port, User: sb.User, Password: sb.Password, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	src, err := table.Load(ctx, db, schema, "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh, err := table.Load(ctx, db, schema, "ghost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := checksum.Run(ctx, db, checksum.Config{
+		Source: src, Ghost: gh,
+		SourceColumns: []string{"id", "status", "n"}, GhostColumns: []string{"id", "status", "n"},
+		KeySource: []string{"id"}, KeyGhost: []string{"id"}, KeyIndex: "PRIMARY",
+		ChunkRows: 1000, Rounds: 2, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		Align: func(ctx context.Context, openSource func() (binlog.Position, error), openGhost func() error) error {
+			if _, err := openSource(); err != nil {
+				return err
+			}
+			return openGhost()
+		},
+	})
+	if err != nil {
+		t.Fatalf("checksum: %v (%+v)", err, res)
+	}
+	if res.Repaired == 0 {
+		t.Fatalf("the checksum passed a ghost with rows 9, 10, 21, 24, 27 and 30 changed: %+v", res)
+	}
+	var n int
+	if err := raw.QueryRowContext(ctx, "SELECT COUNT(*) FROM src JOIN ghost USING (id) WHERE src.status = ghost.status AND src.n = ghost.n").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 40 {
+		t.Errorf("after the repair %d of 40 rows are equal", n)
+	}
+}
+
+// TestTextAndFloatDetected: an emoji made '?' in a utf8mb4 column whose type
+// changed, next to unchanged utf8mb3 columns (relabelled COLLATE
+// utf8mb3_bin, they converted the whole row text to utf8mb3, where the
+// emoji is '?' too), and a FLOAT made another FLOAT with the same 6
+// significant digits, are differences.
+func TestTextAndFloatDetected(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	schema := testutil.NewSchema(t)
+	raw := testutil.DB(t, schema)
+	testutil.Exec(t, raw,
+		"CREATE TABLE src (id INT NOT NULL PRIMARY KEY, a VARCHAR(10) CHARACTER SET utf8mb3 NOT NULL, e VARCHAR(10) CHARACTER SET utf8mb4 NOT NULL, f FLOAT NOT NULL)",
+		"INSERT INTO src VALUES (1, 'x', 'smile 😀', 1), (2, 'y', 'plain', 1.2345678), (3, 'z', 'more', 3)")
+	sb := testutil.Sandbox(t)
+	db, err := dbconn.Open(ctx, dbconn.Config{Host: sb.Primary.Host, Port: sb.Primary.Port, User: sb.User, Password: sb.Password, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	src, err := table.Load(ctx, db, schema, "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, corrupt string }{
+		{"emoji", "UPDATE %s SET e = 'smile ?' WHERE id = 1"},
+		{"float", "UPDATE %s SET f = 1.23457 WHERE id = 2"},
+	} {
+		ghost := "ghost_" + c.name
+		testutil.Exec(t, raw,
+			"CREATE TABLE "+ghost+" (id INT NOT NULL PRIMARY KEY, a VARCHAR(10) CHARACTER SET utf8mb3 NOT NULL, e VARCHAR(20) CHARACTER SET utf8mb4 NOT NULL, f FLOAT NOT NULL)",
+			"INSERT INTO "+ghost+" SELECT * FROM src", fmt.Sprintf(c.corrupt, ghost))
+		gh, err := table.Load(ctx, db, schema, ghost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols := []string{"id", "a", "e", "f"}
+		res, err := checksum.Run(ctx, db, checksum.Config{
+			Source: src, Ghost: gh, SourceColumns: cols, GhostColumns: cols,
+			KeySource: []string{"id"}, KeyGhost: []string{"id"}, KeyIndex: "PRIMARY",
+			ChunkRows: 1000, Rounds: 2, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+			Align: func(ctx context.Context, openSource func() (binlog.Position, error), openGhost func() error) error {
+				if _, err := openSource(); err != nil {
+					return err
+				}
+				return openGhost()
+			},
+		})
+		if err != nil {
+			t.Fatalf("%s: checksum: %v (%+v)", c.name, err, res)
+		}
+		if len(res.Skipped) != 0 || res.Repaired == 0 {
+			t.Errorf("%s: the checksum passed a differing row (columns left out: %v): %+v", c.name, res.Skipped, res)
+		}
+		var n int
+		if err := raw.QueryRowContext(ctx, "SELECT COUNT(*) FROM src JOIN "+ghost+" g USING (id) WHERE BINARY src.e = BINARY g.e AND src.f = g.f").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 3 {
+			t.Errorf("%s: after the repair %d of 3 rows are equal", c.name, n)
+		}
+	}
 }

@@ -117,6 +117,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/recast-osc/recast/internal/binlog"
 	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/flavor"
@@ -391,7 +393,15 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server, fl fla
 			}
 		}
 		if !inLock { // MySQL has no sentry: the name may hold the old table of a RENAME that went through
-			_, _ = db.ExecContext(cctx, dbconn.Tag+"DROP TABLE IF EXISTS "+sentry)
+			// Only recast's sentry: another table there is the original
+			// of a swap that went through.
+			if tabs, err := srv.tables(cctx, cfg.Schema, SentryName(cfg.Table)); err == nil {
+				if c, ok := tabs[SentryName(cfg.Table)]; ok && c == SentryComment {
+					_, _ = db.ExecContext(cctx, dbconn.Tag+"DROP TABLE IF EXISTS "+sentry)
+				} else if ok {
+					cfg.Logger.Error("cut-over: a table that is not recast's sentry holds its name after a failed attempt: left as it is (see recast cleanup)", "table", sentry)
+				}
+			}
 		}
 	}()
 
@@ -550,8 +560,17 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server, fl fla
 	}
 	st.queue = time.Since(queued)
 	cfg.Pause(ctx, "rename-waiting")
-	if _, err := connA.ExecContext(ctx, dbconn.Tag+"DROP TABLE "+sentry); err != nil {
-		return st, fmt.Errorf("%w: drop the sentry: %w", errRetry, err)
+	// Not cancelled with ctx: a DROP abandoned by the client may still run
+	// on the server, and A's session, ending, hands T to B, whose RENAME
+	// then swaps. The failure path would have taken that swap for a failed
+	// attempt, and dropped the old table under the sentry's name.
+	if _, err := connA.ExecContext(context.WithoutCancel(ctx), dbconn.Tag+"DROP TABLE "+sentry); err != nil {
+		if !sessionLost(err) {
+			return st, fmt.Errorf("%w: drop the sentry: %w", errRetry, err) // it did not run: A's UNLOCK makes B's RENAME fail on it
+		}
+		// A's session is gone, and its lock: whether the DROP ran shows in
+		// B's RENAME (it fails while the sentry exists).
+		cfg.Logger.Warn("cut-over: the locking session was lost while dropping the sentry; the swap's outcome is read from the queued RENAME", "err", err)
 	}
 	finished = true // from here on the RENAME may run: never recreate the sentry
 	cfg.Pause(ctx, "sentry-dropped")
@@ -799,4 +818,18 @@ func masterPosition(ctx context.Context, conn *sql.Conn) (binlog.Position, error
 func discard(conn *sql.Conn) {
 	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 	_ = conn.Close()
+}
+
+// sessionLost reports whether err leaves a statement's fate unknown: the
+// session's connection failed (the server may have run it, and the session
+// ended) rather than the server refusing it.
+func sessionLost(err error) bool {
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) {
+		return true
+	}
+	switch dbconn.Number(err) {
+	case 0, dbconn.ErServerGone, dbconn.ErServerLost:
+		return true
+	}
+	return false
 }

@@ -39,20 +39,20 @@ func ReadSemantics(ctx context.Context, db *sql.DB, c Config) (Semantics, error)
 	if _, ok := c.SetVars["time_zone"]; ok {
 		s.TimeZone = sZone
 	}
-	// Four instants, winter and summer of 2001 and of now: a zone equal to
-	// UTC at all of them has no offset worth converting for, and one whose
-	// offset differs between them has clock changes. 2001 alone called
-	// Africa/Casablanca UTC (+00:00 then, +01:00 since 2018).
+	// Every quarter of TIMESTAMP's range (1970 to 2037), now and six
+	// months from now: a zone equal to UTC at all of them has no offset
+	// worth converting for, and one whose offset differs between them has
+	// clock changes. Four instants (2001's winter and summer, now, six
+	// months on) called Africa/Casablanca UTC before (+00:00 in 2001,
+	// +01:00 since 2018), and would America/Danmarkshavn (-03:00 until
+	// 1996), Africa/Sao_Tome (+01:00 in 2018) or Africa/Monrovia: their
+	// TIMESTAMPs from then went unconverted.
 	var utc, dst sql.NullBool
-	var offs []string
-	var args []any
-	for _, at := range []string{"TIMESTAMP'2001-01-15 12:00:00'", "TIMESTAMP'2001-07-15 12:00:00'",
-		"CAST(UTC_TIMESTAMP() AS DATETIME)", "CAST(UTC_TIMESTAMP() + INTERVAL 6 MONTH AS DATETIME)"} {
-		offs = append(offs, fmt.Sprintf("SELECT TIMESTAMPDIFF(SECOND, %[1]s, CONVERT_TZ(%[1]s, ?, '+00:00')) AS o", at))
-		args = append(args, s.TimeZone)
-	}
-	err = db.QueryRowContext(ctx, Tag+"SELECT MAX(o) = 0 AND MIN(o) = 0, MAX(o) <> MIN(o) FROM ("+strings.Join(offs, " UNION ALL ")+") offsets",
-		args...).Scan(&utc, &dst)
+	err = db.QueryRowContext(ctx, Tag+`WITH RECURSIVE q(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM q WHERE n < 271),
+instants AS (SELECT TIMESTAMP'1970-01-15 12:00:00' + INTERVAL 3 * n MONTH AS at FROM q
+	UNION ALL SELECT CAST(UTC_TIMESTAMP() AS DATETIME) UNION ALL SELECT CAST(UTC_TIMESTAMP() + INTERVAL 6 MONTH AS DATETIME)),
+offsets AS (SELECT TIMESTAMPDIFF(SECOND, at, CONVERT_TZ(at, ?, '+00:00')) AS o FROM instants)
+SELECT MAX(o) = 0 AND MIN(o) = 0, MAX(o) <> MIN(o) FROM offsets`, s.TimeZone).Scan(&utc, &dst)
 	if err != nil {
 		return s, fmt.Errorf("read the server's time_zone: %w", err)
 	}

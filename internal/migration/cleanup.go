@@ -44,9 +44,11 @@ func cleanup(ctx context.Context, conn dbconn.Config, database, tbl string) (don
 
 	exists := func(name string) (bool, string, error) { return table.Exists(ctx, db, database, name) }
 
+	// The checkpoint first: one left without its ghost would read as a run
+	// killed after its swap (killedAfterSwap).
 	for _, h := range []struct{ name, what string }{
-		{GhostName(tbl), "ghost table"},
 		{checkpoint.TableName(tbl), "checkpoint table"},
+		{GhostName(tbl), "ghost table"},
 		{cutover.SwapName(tbl), "ghost table (renamed for an interrupted swap)"},
 		{HeartbeatName(tbl), "heartbeat table"},
 		{copier.MarksName(tbl), "copy watermark table"},

@@ -151,7 +151,9 @@ func (r *copyRun) onFailure(ctx context.Context, err error) error {
 			return fmt.Errorf("%w; the copy is kept (%s, %s): once the blockers are gone, run the same command plus --resume (it catches up, verifies again and retries the cut-over), or recast cleanup to drop it", err, r.ghostQ, r.chkQ)
 		}
 	}
-	for _, t := range []string{r.ghostQ, r.chkQ, r.marksQ} {
+	// The checkpoint first: a checkpoint left without its ghost would
+	// read as a run killed after its swap (killedAfterSwap).
+	for _, t := range []string{r.chkQ, r.ghostQ, r.marksQ} {
 		if _, derr := r.m.db.ExecContext(cctx, dbconn.Tag+"DROP TABLE IF EXISTS "+t); derr != nil {
 			err = fmt.Errorf("%w (and dropping %s failed: %w; run recast cleanup)", err, t, derr)
 		}
@@ -468,12 +470,14 @@ func (r *copyRun) cutOver() error {
 // pipeline and drops the checkpoint.
 func (r *copyRun) finish(ctx context.Context) error {
 	m := r.m
+	seen := false
 	select {
 	case <-r.pump.Swapped():
+		seen = true
 	case <-r.runCtx.Done():
 		m.rt.Logger.Warn("the run was stopped after the swap: the binlog stream's check that no write reached the old table after the drain point was not done", "cause", context.Cause(r.runCtx))
-	case <-time.After(10 * time.Second):
-		m.rt.Logger.Warn("the binlog stream did not show the cut-over RENAME within 10s")
+	case <-time.After(time.Minute):
+		m.rt.Logger.Warn("the binlog stream did not show the cut-over RENAME within a minute: the check that no write reached the old table after the drain point stops at what it read")
 	}
 	r.cancel(nil)
 	_ = r.group.Wait()
@@ -484,6 +488,11 @@ func (r *copyRun) finish(ctx context.Context) error {
 	}
 	if n := r.pump.Lost(); n > 0 {
 		return fmt.Errorf("cut-over: %d row change(s) reached the old table after the drain point: writes lost; the old table is %s", n, r.cres.OldTable)
+	}
+	// Not seen: the rows read after the drain point are all the check
+	// has, and any is a write the swap may have lost.
+	if n := r.pump.HeldRows(); !seen && n > 0 {
+		return fmt.Errorf("%w: cut-over: %d row change(s) of the table were read after the drain point and the binlog stream stopped before the RENAME: writes the swap may have lost; the old table is %s", errAfterSwap, n, orSentry(r.cres.OldTable, r.o.Table))
 	}
 	for _, t := range []string{r.chkQ, r.marksQ} {
 		if _, err := m.db.ExecContext(context.WithoutCancel(ctx), dbconn.Tag+"DROP TABLE IF EXISTS "+t); err != nil {

@@ -21,7 +21,8 @@ func (m *migrator) leftovers(ctx context.Context) ([]string, error) {
 	o := m.opts
 	var names []string
 	if o.InitiallyDropGhostTable {
-		names = append(names, GhostName(o.Table), checkpoint.TableName(o.Table), cutover.SwapName(o.Table))
+		// The checkpoint first (killedAfterSwap).
+		names = append(names, checkpoint.TableName(o.Table), GhostName(o.Table), cutover.SwapName(o.Table))
 	}
 	if o.InitiallyDropOldTable {
 		names = append(names, m.oldName)

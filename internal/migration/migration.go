@@ -220,6 +220,9 @@ func connect(ctx context.Context, opts Options, rt Runtime) (*migrator, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := literalModes(sem.SQLMode); err != nil {
+		return nil, err
+	}
 	opts.Conn.SQLMode, opts.Conn.TimeZone = sem.SQLMode, sem.TimeZone
 	if db, err = dbconn.Open(ctx, opts.Conn); err != nil {
 		return nil, err
@@ -404,7 +407,34 @@ func (m *migrator) plan(ghost *table.Table) (*Plan, error) {
 		return nil, err
 	}
 	p.CopyExprs = m.copyExprs(p)
+	if err := m.zonedKeyUniques(p); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// zonedKeyUniques refuses a TIMESTAMP column in the applier's key under a
+// zone other than UTC when the new table has a unique key the old one does
+// not enforce. The rows the applier removes from the new table under such
+// a key are restored by their key, which the applier reads in UTC (its
+// sessions' zone) and the restore looks up in the migration's: it found
+// no row, took the row for gone from the source, and the row was lost.
+func (m *migrator) zonedKeyUniques(p *Plan) error {
+	if m.sem.UTC {
+		return nil
+	}
+	for _, k := range p.ApplyKeySource {
+		if m.source.Columns[m.source.ColumnIndex(k)].DataType != "timestamp" {
+			continue
+		}
+		for _, u := range ghostUniques(p) {
+			if !u.Enforced {
+				return fmt.Errorf("refused: the key that identifies rows includes TIMESTAMP column %s, the time zone is %s, and the new table's unique key %s is not one the table enforces: rows set aside under it could not be found again by that key; fix: run with --set-vars time_zone='+00:00' if no column converts between TIMESTAMP and another type, or make the key unique in the table first",
+					table.QuoteIdent(k), m.sem.TimeZone, table.QuoteIdent(u.Name))
+			}
+		}
+	}
+	return nil
 }
 
 func sameColumns(a, b []string) bool {
@@ -483,4 +513,22 @@ func (p *Plan) Describe() string {
 	}
 	fmt.Fprintf(&b, "afterwards:   old table kept as %s\n", p.OldName)
 	return b.String()
+}
+
+// literalModes refuses the sql_mode flags under which the values recast
+// writes as literals or reads back would not be the row's: the applier
+// writes each binlog image's values as literals, and under MariaDB's
+// EMPTY_STRING_IS_NULL an empty string, SET or ENUM value is NULL;
+// under PAD_CHAR_TO_FULL_LENGTH a CHAR reads padded to its length where its
+// binlog image is not (a CHAR made VARCHAR would differ by who wrote it).
+// The server's ALTER copies values field to field and is affected by
+// neither.
+func literalModes(mode string) error {
+	for _, f := range []string{"EMPTY_STRING_IS_NULL", "PAD_CHAR_TO_FULL_LENGTH"} {
+		if dbconn.WithMode(mode, f) == mode {
+			return &check.Error{Cause: fmt.Sprintf("sql_mode %s is on: the rows the applier writes would not be the server's", f),
+				Fix: fmt.Sprintf("run with --set-vars \"sql_mode='%s'\" (the mode without it)", dbconn.WithoutMode(mode, f))}
+		}
+	}
+	return nil
 }

@@ -64,3 +64,24 @@ func TestApplierDelayLockFree(t *testing.T) {
 		t.Error("the cut-over phase is not seen by applierDelay")
 	}
 }
+
+// TestLiteralModes: the sql_mode flags under which the applier's literals
+// are not the row's values are refused, each by name; the others pass.
+func TestLiteralModes(t *testing.T) {
+	for _, c := range []struct {
+		mode, refused string
+	}{
+		{"STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION", ""},
+		{"", ""},
+		{"STRICT_ALL_TABLES,EMPTY_STRING_IS_NULL,SIMULTANEOUS_ASSIGNMENT", "EMPTY_STRING_IS_NULL"},
+		{"pad_char_to_full_length", "PAD_CHAR_TO_FULL_LENGTH"},
+	} {
+		err := literalModes(c.mode)
+		switch {
+		case c.refused == "" && err != nil:
+			t.Errorf("%q: refused: %v", c.mode, err)
+		case c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused)):
+			t.Errorf("%q: want a refusal naming %s, got %v", c.mode, c.refused, err)
+		}
+	}
+}

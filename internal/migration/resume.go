@@ -149,6 +149,14 @@ func checkpointLoop(ctx context.Context, every time.Duration, save func(context.
 // name it takes for the swap) and the old table sits under the sentry's
 // name (killed before renaming it) or under the old table's name.
 //
+// A table under the old table's name is this run's only when the run would
+// have refused to start with one there: with --drop-old-table or
+// --timestamp-old-table it can be an earlier migration's. Read as this
+// run's, a run killed while it dropped its helper tables (the ghost gone,
+// the checkpoint not yet) was reported done with the table untouched, and
+// the earlier table was dropped. Under those flags, with no sentry, the
+// swap cannot be told from that, and the resume refuses.
+//
 // The swap name counts: on MySQL a run killed between the ghost's rename
 // for the swap and the swap itself left the ghost there and T untouched,
 // with no sentry; an old table of an earlier migration under the old
@@ -171,6 +179,10 @@ func (m *migrator) killedAfterSwap(ctx context.Context) (bool, error) {
 	if err != nil || sentry {
 		return sentry && comment != cutover.SentryComment, err
 	}
+	if o.DropOldTable || o.TimestampOldTable {
+		return false, fmt.Errorf("--resume: the checkpoint %s is there but the new table is gone, and no old table is under %s: the interrupted run either swapped the tables and had dropped or renamed its old table (--drop-old-table, --timestamp-old-table), or was dropping its helper tables; check %s with SHOW CREATE TABLE, then run `recast cleanup --database %s --table %s`",
+			checkpoint.TableName(o.Table), sentryName(o.Table), table.QuoteIdent(o.Database)+"."+table.QuoteIdent(o.Table), o.Database, o.Table)
+	}
 	old, _, err := exists(OldName(o.Table))
 	return old, err
 }
@@ -179,6 +191,22 @@ func (m *migrator) killedAfterSwap(ctx context.Context) (bool, error) {
 func (m *migrator) finishSwapped(ctx context.Context, res *Result) error {
 	o := m.opts
 	q := func(n string) string { return table.QuoteIdent(o.Database) + "." + table.QuoteIdent(n) }
+	// This run's old table is the sentry's when it is still there
+	// (killedAfterSwap); else the swap's finish had dropped it
+	// (--drop-old-table) or renamed it: a table under the old table's
+	// name is this run's only without either flag.
+	if o.DropOldTable {
+		sentry, comment, err := table.Exists(ctx, m.db, o.Database, sentryName(o.Table))
+		if err != nil {
+			return err
+		}
+		if sentry && comment != cutover.SentryComment {
+			if _, err := m.db.ExecContext(ctx, dbconn.Tag+"DROP TABLE "+q(sentryName(o.Table))); err != nil {
+				return err
+			}
+			m.rt.Logger.Info("resume: the killed run had swapped the tables; dropped its old table (--drop-old-table)", "table", sentryName(o.Table))
+		}
+	}
 	done, renamed, err := cleanup(ctx, o.Conn, o.Database, o.Table)
 	for _, d := range done {
 		m.rt.Logger.Info("resume: the killed run had swapped the tables; finishing its clean-up", "done", d)
@@ -186,15 +214,11 @@ func (m *migrator) finishSwapped(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
-	res.CutOver.OldTable = OldName(o.Table)
-	if renamed != "" {
+	switch {
+	case renamed != "":
 		res.CutOver.OldTable = renamed
-	}
-	if o.DropOldTable {
-		if _, err := m.db.ExecContext(ctx, dbconn.Tag+"DROP TABLE IF EXISTS "+q(res.CutOver.OldTable)); err != nil {
-			return err
-		}
-		res.CutOver.OldTable = ""
+	case !o.DropOldTable && !o.TimestampOldTable:
+		res.CutOver.OldTable = OldName(o.Table)
 	}
 	return nil
 }
@@ -276,6 +300,19 @@ func (m *migrator) checkResume(ctx context.Context) error {
 	if !slices.EqualFunc(plan.KeySource, st.Key, strings.EqualFold) {
 		return fmt.Errorf("--resume: the checkpoint's key (%s) is not the key recast picks now (%s); %s",
 			strings.Join(st.Key, ","), strings.Join(plan.KeySource, ","), keep)
+	}
+	// Rows the interrupted run removed from the ghost under a unique key
+	// the source does not enforce (a written row took their value), or its
+	// copy skipped under one, were known to that run only, in memory: its
+	// checkpoint is past them, so the resumed run neither copies nor
+	// applies them again, and only the checksum finds them missing.
+	if !o.Checksum {
+		for _, u := range ghostUniques(plan) {
+			if !u.Enforced {
+				return fmt.Errorf("--resume with --checksum=false: the new table's unique key %s is not one the table enforces, and the rows the interrupted run set aside under it are found again only by the checksum: resume without --checksum=false (%s)",
+					table.QuoteIdent(u.Name), keep)
+			}
+		}
 	}
 	if rs.start, rs.server, err = m.resumePosition(ctx, st); err != nil {
 		return err

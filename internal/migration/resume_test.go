@@ -3,7 +3,6 @@ package migration
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -431,21 +430,7 @@ func TestResumeRefusalKeepsHelpers(t *testing.T) {
 		t.Fatalf("recast did not pause\n%s", k.output())
 	}
 	k.kill(t)
-	// The server notices the killed run's connection gone (its per-table lock).
-	for {
-		var free sql.NullInt64
-		if err := db.QueryRowContext(ctx, "SELECT IS_FREE_LOCK(?)", "recast:"+schema+".wl").Scan(&free); err != nil {
-			t.Fatal(err)
-		}
-		if free.Int64 == 1 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the killed run's lock stays held")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	waitLockFree(ctx, t, db, schema, "wl")
 	helpers := func(when string) {
 		t.Helper()
 		got := strings.Join(tableNames(t, db, schema), ",")
@@ -542,5 +527,98 @@ func TestResumeRefusalKeepsHelpers(t *testing.T) {
 	}
 	if !diff.OK() {
 		t.Fatalf("after the refused and the correct resume the table differs: %s", diff)
+	}
+}
+
+// TestResumeNewUniqueNeedsChecksum: rows a run sets aside under a unique key
+// the table does not enforce (the applier removes a ghost row whose value a
+// written row took; the copy skips one) are known to that run only, so a
+// --resume with --checksum=false, which would swap in a table without them,
+// is refused before anything changes; with the checksum it completes.
+func TestResumeNewUniqueNeedsChecksum(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t, 3*time.Minute)
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, v INT NOT NULL)",
+		"INSERT INTO t SELECT seq, seq FROM (WITH RECURSIVE s(seq) AS (SELECT 1 UNION ALL SELECT seq + 1 FROM s WHERE seq < 500) SELECT seq FROM s) q")
+	o := testOptions(t, schema, "t", "ADD UNIQUE KEY uv (v)")
+	k := startRecast(t, o, "caught-up", "--checksum=false", "--max-chunk-rows", "100")
+	select {
+	case <-k.paused:
+	case err := <-k.done:
+		t.Fatalf("recast ended before pausing: %v\n%s", err, k.output())
+	case <-ctx.Done():
+		t.Fatalf("recast did not pause\n%s", k.output())
+	}
+	// Rows swap their unique values while the run is gone: the resumed
+	// applier writes them.
+	testutil.Exec(t, db, "UPDATE t SET v = -v WHERE id IN (7, 8)", "UPDATE t SET v = 7 WHERE id = 8", "UPDATE t SET v = 8 WHERE id = 7")
+	k.kill(t)
+	waitLockFree(ctx, t, db, schema, "t")
+	r := o
+	r.Resume, r.Checksum = true, false
+	if _, err := runT(ctx, r); err == nil || !strings.Contains(err.Error(), "--checksum=false") || !strings.Contains(err.Error(), "`uv`") {
+		t.Fatalf("--resume --checksum=false with a new unique key: want a refusal naming the key and the flag, got %v", err)
+	}
+	if got := strings.Join(tableNames(t, db, schema), ","); !strings.Contains(got, "_t_chk") || !strings.Contains(got, "_t_new") {
+		t.Fatalf("the refusal dropped helper tables: %s", got)
+	}
+	r.Checksum = true
+	if _, err := runT(ctx, r); err != nil {
+		t.Fatalf("--resume with the checksum: %v", err)
+	}
+	var n, uniq int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*), COUNT(DISTINCT v) FROM t WHERE v BETWEEN 1 AND 500").Scan(&n, &uniq); err != nil {
+		t.Fatal(err)
+	}
+	var v7, v8 int
+	if err := db.QueryRowContext(ctx, "SELECT (SELECT v FROM t WHERE id = 7), (SELECT v FROM t WHERE id = 8)").Scan(&v7, &v8); err != nil {
+		t.Fatal(err)
+	}
+	if n != 500 || uniq != 500 || v7 != 8 || v8 != 7 {
+		t.Fatalf("after the resume: %d rows, %d distinct values, v(7) = %d, v(8) = %d; want 500, 500, 8, 7", n, uniq, v7, v8)
+	}
+}
+
+// TestResumeKilledWhileAbandoning: a run killed while it dropped its helper
+// tables (the ghost gone, the checkpoint not yet) with an earlier
+// migration's old table under the old table's name (--drop-old-table lets
+// it be there): the resume must not take that table for this run's swap,
+// report the ALTER done and drop it; it refuses, and nothing changes.
+func TestResumeKilledWhileAbandoning(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t, 3*time.Minute)
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, v INT NOT NULL)", "INSERT INTO t VALUES (1, 1), (2, 2), (3, 3)",
+		"CREATE TABLE "+OldName("t")+" (id INT PRIMARY KEY, what VARCHAR(40))", "INSERT INTO "+OldName("t")+" VALUES (1, 'an earlier migration')")
+	o := testOptions(t, schema, "t", "ADD COLUMN note INT NULL")
+	o.DropOldTable = true
+	k := startRecast(t, o, "caught-up", "--drop-old-table")
+	select {
+	case <-k.paused:
+	case err := <-k.done:
+		t.Fatalf("recast ended before pausing: %v\n%s", err, k.output())
+	case <-ctx.Done():
+		t.Fatalf("recast did not pause\n%s", k.output())
+	}
+	k.kill(t)
+	waitLockFree(ctx, t, db, schema, "t")
+	testutil.Exec(t, db, "DROP TABLE "+GhostName("t")) // the kill came between the two DROPs
+	r := o
+	r.Resume = true
+	if _, err := runT(ctx, r); err == nil || !strings.Contains(err.Error(), "recast cleanup") {
+		t.Fatalf("--resume of a run killed while abandoning: want a refusal, got %v", err)
+	}
+	var what string
+	if err := db.QueryRowContext(ctx, "SELECT what FROM "+OldName("t")+" WHERE id = 1").Scan(&what); err != nil || what != "an earlier migration" {
+		t.Fatalf("the earlier migration's old table: %q, %v; want it untouched", what, err)
+	}
+	if _, err := db.ExecContext(ctx, "SELECT note FROM t LIMIT 1"); err == nil {
+		t.Fatal("t has the column note: the ALTER was not run")
+	}
+	if got := strings.Join(tableNames(t, db, schema), ","); !strings.Contains(got, "_t_chk") {
+		t.Fatalf("the refusal dropped the checkpoint: %s", got)
 	}
 }

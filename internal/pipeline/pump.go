@@ -56,6 +56,14 @@ func (p *Pump) Swapped() <-chan struct{} { return p.swapped }
 // written to the old table after the drain point: must be 0).
 func (p *Pump) Lost() int64 { return p.lost.Load() }
 
+// HeldRows is the number of row changes held now: read while armed, after
+// the drain point, and neither applied nor counted Lost yet.
+func (p *Pump) HeldRows() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return countRows(p.held)
+}
+
 // AppliedChanges is the number of row changes the applier has written.
 func (p *Pump) AppliedChanges() int64 { return p.applied.Load() }
 

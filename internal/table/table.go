@@ -220,7 +220,10 @@ func (t *Table) loadIndexes(ctx context.Context, q Querier) error {
 	return nil
 }
 
-// parseElements returns the members of an ENUM or SET column type, unquoting doubled quotes and backslash escapes.
+// parseElements returns the members of an ENUM or SET column type, unquoting
+// doubled quotes and the server's backslash escapes: the server prints a
+// member's NUL, newline, carriage return and Ctrl-Z as \0, \n, \r and \Z
+// (a member 'a\nb' read as "anb" was another member, or none).
 func parseElements(columnType string) []string {
 	open := strings.IndexByte(columnType, '(')
 	end := strings.LastIndexByte(columnType, ')')
@@ -241,7 +244,18 @@ func parseElements(columnType string) []string {
 			cur.WriteByte('\'')
 			i++
 		case in && ch == '\\' && i+1 < len(s):
-			cur.WriteByte(s[i+1])
+			switch e := s[i+1]; e {
+			case '0':
+				cur.WriteByte(0)
+			case 'n':
+				cur.WriteByte('\n')
+			case 'r':
+				cur.WriteByte('\r')
+			case 'Z':
+				cur.WriteByte(0x1a)
+			default:
+				cur.WriteByte(e)
+			}
 			i++
 		case in && ch == '\'':
 			in = false
