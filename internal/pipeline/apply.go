@@ -146,6 +146,15 @@ type Applier struct {
 	eventsIn  atomic.Int64 // row changes received
 	rowsOut   atomic.Int64 // rows written (after coalescing)
 	stmtCount atomic.Int64
+	retries   atomic.Int64 // statements tried again (deadlock, lock wait timeout, lost connection)
+}
+
+// noteRetry counts a statement's failure that Retry tries again after.
+func (a *Applier) noteRetry(err error) {
+	if err != nil && dbconn.Retryable(err) {
+		a.retries.Add(1)
+		a.cfg.Logger.Debug("applier: statement failed, trying again", "errno", dbconn.Number(err), "err", err)
+	}
 }
 
 // New returns an Applier writing through db.
@@ -341,11 +350,12 @@ type Stats struct {
 	Changes    int64 // row changes received
 	Rows       int64 // rows written after coalescing
 	Statements int64
+	Retries    int64 // statements tried again (deadlocks, lock wait timeouts, lost connections)
 }
 
 // Stats returns the counters.
 func (a *Applier) Stats() Stats {
-	return Stats{Changes: a.eventsIn.Load(), Rows: a.rowsOut.Load(), Statements: a.stmtCount.Load()}
+	return Stats{Changes: a.eventsIn.Load(), Rows: a.rowsOut.Load(), Statements: a.stmtCount.Load(), Retries: a.retries.Load()}
 }
 
 // StartTracking turns on the Written callback for windows applied from now on.
@@ -467,6 +477,7 @@ func (a *Applier) writeRuns(ctx context.Context, ops []op) error {
 		}
 		err := dbconn.Retry(ctx, 20, func(ctx context.Context) error {
 			_, err := a.db.ExecContext(ctx, query, args...)
+			a.noteRetry(err)
 			return err
 		})
 		if err != nil {

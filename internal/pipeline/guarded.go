@@ -83,7 +83,8 @@ func (a *Applier) bisect(ctx context.Context, batch []op) ([]op, error) {
 func (a *Applier) deleteInsert(ctx context.Context, batch []op) (dup bool, err error) {
 	dq, dargs := a.deleteStmt(batch)
 	iq, iargs := a.writeStmt("INSERT", batch)
-	err = dbconn.Retry(ctx, 20, func(ctx context.Context) error {
+	err = dbconn.Retry(ctx, 20, func(ctx context.Context) (err error) {
+		defer func() { a.noteRetry(err) }()
 		dup = false
 		tx, err := a.db.BeginTx(ctx, nil)
 		if err != nil {
@@ -117,7 +118,8 @@ func (a *Applier) deleteInsert(ctx context.Context, batch []op) (dup bool, err e
 // each to Displaced (after the commit), and inserts the row.
 func (a *Applier) writeDisplacing(ctx context.Context, o op) error {
 	var displaced []Displacement
-	err := dbconn.Retry(ctx, 20, func(ctx context.Context) error {
+	err := dbconn.Retry(ctx, 20, func(ctx context.Context) (err error) {
+		defer func() { a.noteRetry(err) }()
 		displaced = displaced[:0]
 		tx, err := a.db.BeginTx(ctx, nil)
 		if err != nil {
