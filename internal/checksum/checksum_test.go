@@ -2,6 +2,7 @@ package checksum_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
@@ -36,12 +37,7 @@ func TestSnapshotAfterRetry(t *testing.T) {
 		"INSERT INTO src SELECT seq, seq FROM seq_1_to_500",
 		"CREATE TABLE ghost LIKE src",
 		"INSERT INTO ghost SELECT * FROM src")
-	sb := testutil.Sandbox(t)
-	db, err := dbconn.Open(ctx, dbconn.Config{Host: sb.Primary.Host, Port: sb.Primary.Port, User: sb.User, Password: sb.Password, Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openPool(ctx, t, schema)
 	src, err := table.Load(ctx, db, schema, "src")
 	if err != nil {
 		t.Fatal(err)
@@ -109,32 +105,8 @@ func TestEvenChangesDetected(t *testing.T) {
 		// Same bytes changed, same distance from the end of each row's text.
 		"UPDATE ghost SET status = 'b' WHERE id IN (9, 10)",
 		"UPDATE ghost SET n = 7 - n WHERE id IN (21, 24, 27, 30)")
-	sb := testutil.Sandbox(t)
-	db, err := dbconn.Open(ctx, dbconn.Config{Host: sb.Primary.Host, Port: sb.Primary.Port, User: sb.User, Password: sb.Password, Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	src, err := table.Load(ctx, db, schema, "src")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gh, err := table.Load(ctx, db, schema, "ghost")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := checksum.Run(ctx, db, checksum.Config{
-		Source: src, Ghost: gh,
-		SourceColumns: []string{"id", "status", "n"}, GhostColumns: []string{"id", "status", "n"},
-		KeySource: []string{"id"}, KeyGhost: []string{"id"}, KeyIndex: "PRIMARY",
-		ChunkRows: 1000, Rounds: 2, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
-		Align: func(ctx context.Context, openSource func() (binlog.Position, error), openGhost func() error) error {
-			if _, err := openSource(); err != nil {
-				return err
-			}
-			return openGhost()
-		},
-	})
+	db := openPool(ctx, t, schema)
+	res, err := compareTables(ctx, t, db, schema, "src", "ghost", []string{"id", "status", "n"})
 	if err != nil {
 		t.Fatalf("checksum: %v (%+v)", err, res)
 	}
@@ -163,16 +135,7 @@ func TestTextAndFloatDetected(t *testing.T) {
 	testutil.Exec(t, raw,
 		"CREATE TABLE src (id INT NOT NULL PRIMARY KEY, a VARCHAR(10) CHARACTER SET utf8mb3 NOT NULL, e VARCHAR(10) CHARACTER SET utf8mb4 NOT NULL, f FLOAT NOT NULL)",
 		"INSERT INTO src VALUES (1, 'x', 'smile 😀', 1), (2, 'y', 'plain', 1.2345678), (3, 'z', 'more', 3)")
-	sb := testutil.Sandbox(t)
-	db, err := dbconn.Open(ctx, dbconn.Config{Host: sb.Primary.Host, Port: sb.Primary.Port, User: sb.User, Password: sb.Password, Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	src, err := table.Load(ctx, db, schema, "src")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openPool(ctx, t, schema)
 	for _, c := range []struct{ name, corrupt string }{
 		{"emoji", "UPDATE %s SET e = 'smile ?' WHERE id = 1"},
 		{"float", "UPDATE %s SET f = 1.23457 WHERE id = 2"},
@@ -181,22 +144,7 @@ func TestTextAndFloatDetected(t *testing.T) {
 		testutil.Exec(t, raw,
 			"CREATE TABLE "+ghost+" (id INT NOT NULL PRIMARY KEY, a VARCHAR(10) CHARACTER SET utf8mb3 NOT NULL, e VARCHAR(20) CHARACTER SET utf8mb4 NOT NULL, f FLOAT NOT NULL)",
 			"INSERT INTO "+ghost+" SELECT * FROM src", fmt.Sprintf(c.corrupt, ghost))
-		gh, err := table.Load(ctx, db, schema, ghost)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols := []string{"id", "a", "e", "f"}
-		res, err := checksum.Run(ctx, db, checksum.Config{
-			Source: src, Ghost: gh, SourceColumns: cols, GhostColumns: cols,
-			KeySource: []string{"id"}, KeyGhost: []string{"id"}, KeyIndex: "PRIMARY",
-			ChunkRows: 1000, Rounds: 2, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
-			Align: func(ctx context.Context, openSource func() (binlog.Position, error), openGhost func() error) error {
-				if _, err := openSource(); err != nil {
-					return err
-				}
-				return openGhost()
-			},
-		})
+		res, err := compareTables(ctx, t, db, schema, "src", ghost, []string{"id", "a", "e", "f"})
 		if err != nil {
 			t.Fatalf("%s: checksum: %v (%+v)", c.name, err, res)
 		}
@@ -211,4 +159,41 @@ func TestTextAndFloatDetected(t *testing.T) {
 			t.Errorf("%s: after the repair %d of 3 rows are equal", c.name, n)
 		}
 	}
+}
+
+// openPool opens recast's pool (READ COMMITTED sessions) on the test server.
+func openPool(ctx context.Context, t *testing.T, schema string) *sql.DB {
+	t.Helper()
+	sb := testutil.Sandbox(t)
+	db, err := dbconn.Open(ctx, dbconn.Config{Host: sb.Primary.Host, Port: sb.Primary.Port, User: sb.User, Password: sb.Password, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// compareTables runs the checksum of ghost against src over cols, keyed by
+// id, both snapshots opened one after the other, repairing up to 2 rounds.
+func compareTables(ctx context.Context, t *testing.T, db *sql.DB, schema, src, ghost string, cols []string) (checksum.Result, error) {
+	t.Helper()
+	st, err := table.Load(ctx, db, schema, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gt, err := table.Load(ctx, db, schema, ghost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return checksum.Run(ctx, db, checksum.Config{
+		Source: st, Ghost: gt, SourceColumns: cols, GhostColumns: cols,
+		KeySource: []string{"id"}, KeyGhost: []string{"id"}, KeyIndex: "PRIMARY",
+		ChunkRows: 1000, Rounds: 2, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		Align: func(ctx context.Context, openSource func() (binlog.Position, error), openGhost func() error) error {
+			if _, err := openSource(); err != nil {
+				return err
+			}
+			return openGhost()
+		},
+	})
 }

@@ -3,14 +3,11 @@ package copier
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/flavor"
@@ -174,7 +171,7 @@ func (c *Copier) copyChunkLockFree(ctx context.Context, slot int, lo, hi []any) 
 		}
 		res, err := conn.ExecContext(ctx, q, args...)
 		if err != nil {
-			if !serverError(err) {
+			if dbconn.StatementFateUnknown(err) {
 				// The statement's fate is unknown and it may still run on
 				// the server: end it before anything held is applied or
 				// the chunk is tried again.
@@ -224,18 +221,6 @@ const erCheckRead = 1020
 type errNoRetry struct{ err error }
 
 func (e errNoRetry) Error() string { return e.err.Error() }
-
-// serverError: the server answered with an error, so the statement is over.
-func serverError(err error) bool {
-	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) {
-		return false
-	}
-	switch dbconn.Number(err) {
-	case 0, dbconn.ErServerGone, dbconn.ErServerLost:
-		return false
-	}
-	return true
-}
 
 func preparedXA(ctx context.Context, conn *sql.Conn) (bool, error) {
 	rs, err := conn.QueryContext(ctx, "XA RECOVER")

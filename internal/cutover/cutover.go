@@ -117,8 +117,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/recast-osc/recast/internal/binlog"
 	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/flavor"
@@ -565,7 +563,7 @@ func attemptOnce(ctx context.Context, db *sql.DB, cfg Config, srv server, fl fla
 	// then swaps. The failure path would have taken that swap for a failed
 	// attempt, and dropped the old table under the sentry's name.
 	if _, err := connA.ExecContext(context.WithoutCancel(ctx), dbconn.Tag+"DROP TABLE "+sentry); err != nil {
-		if !sessionLost(err) {
+		if !dbconn.StatementFateUnknown(err) {
 			return st, fmt.Errorf("%w: drop the sentry: %w", errRetry, err) // it did not run: A's UNLOCK makes B's RENAME fail on it
 		}
 		// A's session is gone, and its lock: whether the DROP ran shows in
@@ -818,18 +816,4 @@ func masterPosition(ctx context.Context, conn *sql.Conn) (binlog.Position, error
 func discard(conn *sql.Conn) {
 	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 	_ = conn.Close()
-}
-
-// sessionLost reports whether err leaves a statement's fate unknown: the
-// session's connection failed (the server may have run it, and the session
-// ended) rather than the server refusing it.
-func sessionLost(err error) bool {
-	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) {
-		return true
-	}
-	switch dbconn.Number(err) {
-	case 0, dbconn.ErServerGone, dbconn.ErServerLost:
-		return true
-	}
-	return false
 }

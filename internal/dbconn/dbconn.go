@@ -278,6 +278,21 @@ func Retryable(err error) bool {
 	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn)
 }
 
+// StatementFateUnknown reports whether err leaves a statement's fate
+// unknown: the session's connection failed, and the server may have run
+// the statement (and the session may still be running it), rather than
+// answering with an error, after which the statement is over.
+func StatementFateUnknown(err error) bool {
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) {
+		return true
+	}
+	switch Number(err) {
+	case 0, ErServerGone, ErServerLost:
+		return true
+	}
+	return false
+}
+
 // Retry runs fn until it succeeds, fails with a non-retryable error, ctx ends,
 // or attempts are used up. Backoff is jittered and grows from 50 ms to 2 s.
 func Retry(ctx context.Context, attempts int, fn func(ctx context.Context) error) error {

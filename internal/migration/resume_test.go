@@ -100,6 +100,18 @@ func (k *killable) kill(t *testing.T) {
 	<-k.done
 }
 
+// waitPaused waits until the run pauses at point (RECAST_PAUSE_AT).
+func (k *killable) waitPaused(ctx context.Context, t *testing.T, point string) {
+	t.Helper()
+	select {
+	case <-k.paused:
+	case err := <-k.done:
+		t.Fatalf("recast ended before pausing at %s: %v\n%s", point, err, k.output())
+	case <-ctx.Done():
+		t.Fatalf("recast did not reach %s\n%s", point, k.output())
+	}
+}
+
 func (k *killable) output() string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -205,13 +217,7 @@ func runKillResume(t *testing.T, c resumeCase) {
 	}
 	k := startRecast(t, o, c.pauseAt, extra...)
 	if c.pauseAt != "" {
-		select {
-		case <-k.paused:
-		case err := <-k.done:
-			t.Fatalf("recast ended before pausing at %s: %v\n%s", c.pauseAt, err, k.output())
-		case <-ctx.Done():
-			t.Fatalf("recast did not reach %s\n%s", c.pauseAt, k.output())
-		}
+		k.waitPaused(ctx, t, c.pauseAt)
 	} else {
 		for {
 			var n int
@@ -422,13 +428,7 @@ func TestResumeRefusalKeepsHelpers(t *testing.T) {
 	sh, load := startLoad(ctx, t, db, cfg)
 	o := testOptions(t, schema, "wl", "ADD COLUMN note INT NULL")
 	k := startRecast(t, o, "caught-up", "--max-chunk-rows", "100", "--threads", "1")
-	select {
-	case <-k.paused:
-	case err := <-k.done:
-		t.Fatalf("recast ended before pausing: %v\n%s", err, k.output())
-	case <-ctx.Done():
-		t.Fatalf("recast did not pause\n%s", k.output())
-	}
+	k.waitPaused(ctx, t, "caught-up")
 	k.kill(t)
 	waitLockFree(ctx, t, db, schema, "wl")
 	helpers := func(when string) {
@@ -544,13 +544,7 @@ func TestResumeNewUniqueNeedsChecksum(t *testing.T) {
 		"INSERT INTO t SELECT seq, seq FROM (WITH RECURSIVE s(seq) AS (SELECT 1 UNION ALL SELECT seq + 1 FROM s WHERE seq < 500) SELECT seq FROM s) q")
 	o := testOptions(t, schema, "t", "ADD UNIQUE KEY uv (v)")
 	k := startRecast(t, o, "caught-up", "--checksum=false", "--max-chunk-rows", "100")
-	select {
-	case <-k.paused:
-	case err := <-k.done:
-		t.Fatalf("recast ended before pausing: %v\n%s", err, k.output())
-	case <-ctx.Done():
-		t.Fatalf("recast did not pause\n%s", k.output())
-	}
+	k.waitPaused(ctx, t, "caught-up")
 	// Rows swap their unique values while the run is gone: the resumed
 	// applier writes them.
 	testutil.Exec(t, db, "UPDATE t SET v = -v WHERE id IN (7, 8)", "UPDATE t SET v = 7 WHERE id = 8", "UPDATE t SET v = 8 WHERE id = 7")
@@ -596,13 +590,7 @@ func TestResumeKilledWhileAbandoning(t *testing.T) {
 	o := testOptions(t, schema, "t", "ADD COLUMN note INT NULL")
 	o.DropOldTable = true
 	k := startRecast(t, o, "caught-up", "--drop-old-table")
-	select {
-	case <-k.paused:
-	case err := <-k.done:
-		t.Fatalf("recast ended before pausing: %v\n%s", err, k.output())
-	case <-ctx.Done():
-		t.Fatalf("recast did not pause\n%s", k.output())
-	}
+	k.waitPaused(ctx, t, "caught-up")
 	k.kill(t)
 	waitLockFree(ctx, t, db, schema, "t")
 	testutil.Exec(t, db, "DROP TABLE "+GhostName("t")) // the kill came between the two DROPs

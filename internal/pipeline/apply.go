@@ -35,6 +35,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
@@ -381,16 +382,22 @@ func (a *Applier) applyWindow(ctx context.Context, w *window) error {
 
 func (a *Applier) applyParallel(ctx context.Context, w *window) error {
 	var deferred []op // rows whose INSERT met another row's unique value
+	var serial []op   // operations a worker left when its statement deadlocked
 	var dmu sync.Mutex
-	run := func(ctx context.Context, ops []op) error {
-		conflicts, err := a.applyUnordered(ctx, ops)
+	run := func(ctx context.Context, ops []op, yield bool) error {
+		conflicts, err := a.applyUnordered(ctx, ops, yield)
 		dmu.Lock()
+		defer dmu.Unlock()
 		deferred = append(deferred, conflicts...)
-		dmu.Unlock()
+		var y *yielded
+		if errors.As(err, &y) {
+			serial = append(serial, y.rest...)
+			return nil
+		}
 		return err
 	}
 	if workers := a.workersFor(len(w.ops)); workers == 1 {
-		if err := run(ctx, w.ops); err != nil {
+		if err := run(ctx, w.ops, false); err != nil {
 			return err
 		}
 	} else {
@@ -404,10 +411,20 @@ func (a *Applier) applyParallel(ctx context.Context, w *window) error {
 			if len(p) == 0 {
 				continue
 			}
-			g.Go(func() error { return run(gctx, p) })
+			g.Go(func() error { return run(gctx, p, true) })
 		}
 		if err := g.Wait(); err != nil {
 			return err
+		}
+		// What deadlocked workers left, written by one once the others
+		// are done: no one to deadlock with (retried in parallel, each
+		// after a growing backoff, the workers met each other again and
+		// again: docs/applier.md).
+		if len(serial) > 0 {
+			a.cfg.Logger.Debug("applier: operations left by deadlocked workers are written by one", "ops", len(serial))
+			if err := run(ctx, serial, false); err != nil {
+				return err
+			}
 		}
 	}
 	// The statements that met a duplicate are written again together once
@@ -444,7 +461,11 @@ func (a *Applier) workersFor(n int) int {
 // (the order the single-worker collation case relies on). It returns the
 // replaces of the statements that met another row's unique value (only with
 // Uniques).
-func (a *Applier) applyUnordered(ctx context.Context, ops []op) ([]op, error) {
+//
+// With yield (a worker among others), a statement chosen as a deadlock's
+// victim is not tried again: the error is a *yielded holding every
+// operation not written yet, for one worker to write after the others.
+func (a *Applier) applyUnordered(ctx context.Context, ops []op, yield bool) ([]op, error) {
 	var dels, reps []op
 	for _, o := range ops {
 		if o.delete {
@@ -453,17 +474,30 @@ func (a *Applier) applyUnordered(ctx context.Context, ops []op) ([]op, error) {
 			reps = append(reps, o)
 		}
 	}
-	if err := a.writeRuns(ctx, dels); err != nil {
+	if err := a.writeRuns(ctx, dels, yield); err != nil {
+		var y *yielded
+		if errors.As(err, &y) {
+			return nil, &yielded{rest: append(y.rest, reps...)}
+		}
 		return nil, err
 	}
 	if a.guarded() {
 		return a.writeGuarded(ctx, reps, false)
 	}
-	return nil, a.writeRuns(ctx, reps)
+	return nil, a.writeRuns(ctx, reps, yield)
 }
 
-// writeRuns writes ops (all of one kind) in statements capped by rows and bytes.
-func (a *Applier) writeRuns(ctx context.Context, ops []op) error {
+// yielded: a worker's statement was a deadlock's victim (rolled back);
+// rest are the operations it has not written, that statement's included.
+type yielded struct{ rest []op }
+
+func (y *yielded) Error() string {
+	return fmt.Sprintf("deadlock: %d operation(s) left for one worker", len(y.rest))
+}
+
+// writeRuns writes ops (all of one kind) in statements capped by rows and
+// bytes. With yield, a deadlock returns a *yielded (applyUnordered).
+func (a *Applier) writeRuns(ctx context.Context, ops []op, yield bool) error {
 	for len(ops) > 0 {
 		n := a.batchLen(ops)
 		batch := ops[:n]
@@ -475,11 +509,21 @@ func (a *Applier) writeRuns(ctx context.Context, ops []op) error {
 		} else {
 			query, args = a.writeStmt("REPLACE", batch)
 		}
-		err := dbconn.Retry(ctx, 20, func(ctx context.Context) error {
+		attempt := func(ctx context.Context) error {
 			_, err := a.db.ExecContext(ctx, query, args...)
 			a.noteRetry(err)
 			return err
-		})
+		}
+		var err error
+		if yield {
+			if err = attempt(ctx); dbconn.Number(err) == dbconn.ErLockDeadlock {
+				rest := make([]op, 0, len(batch)+len(ops))
+				return &yielded{rest: append(append(rest, batch...), ops...)}
+			}
+		}
+		if !yield || (err != nil && dbconn.Retryable(err)) {
+			err = dbconn.Retry(ctx, 20, attempt)
+		}
 		if err != nil {
 			return fmt.Errorf("apply %d row(s) to %s: %w", len(batch), a.cfg.Ghost, err)
 		}
