@@ -66,12 +66,20 @@ SELECT MAX(o) = 0 AND MIN(o) = 0, MAX(o) <> MIN(o) FROM offsets`, s.TimeZone).Sc
 	return s, nil
 }
 
-// WithMode returns the sql_mode list mode plus flag (once).
-func WithMode(mode, flag string) string {
+// HasMode reports whether the sql_mode list mode holds flag.
+func HasMode(mode, flag string) bool {
 	for _, f := range strings.Split(mode, ",") {
 		if strings.EqualFold(strings.TrimSpace(f), flag) {
-			return mode
+			return true
 		}
+	}
+	return false
+}
+
+// WithMode returns the sql_mode list mode plus flag (once).
+func WithMode(mode, flag string) string {
+	if HasMode(mode, flag) {
+		return mode
 	}
 	if strings.TrimSpace(mode) == "" {
 		return flag

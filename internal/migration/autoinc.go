@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/recast-osc/recast/internal/cutover"
 	"github.com/recast-osc/recast/internal/dbconn"
@@ -117,7 +116,7 @@ func counter(ctx context.Context, q interface {
 // NO_AUTO_VALUE_ON_ZERO: the server's ALTER gives those rows new numbers (in
 // the order it copies them), which the copy cannot reproduce.
 func (m *migrator) checkNewAutoIncrement(ctx context.Context, p *Plan) error {
-	if strings.Contains(","+strings.ToUpper(m.sem.SQLMode)+",", ",NO_AUTO_VALUE_ON_ZERO,") {
+	if dbconn.HasMode(m.sem.SQLMode, "NO_AUTO_VALUE_ON_ZERO") {
 		return nil
 	}
 	for _, pr := range p.Pairs {

@@ -525,7 +525,7 @@ func (p *Plan) Describe() string {
 // neither.
 func literalModes(mode string) error {
 	for _, f := range []string{"EMPTY_STRING_IS_NULL", "PAD_CHAR_TO_FULL_LENGTH"} {
-		if dbconn.WithMode(mode, f) == mode {
+		if dbconn.HasMode(mode, f) {
 			return &check.Error{Cause: fmt.Sprintf("sql_mode %s is on: the rows the applier writes would not be the server's", f),
 				Fix: fmt.Sprintf("run with --set-vars \"sql_mode='%s'\" (the mode without it)", dbconn.WithoutMode(mode, f))}
 		}
