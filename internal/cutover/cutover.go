@@ -168,7 +168,10 @@ type Config struct {
 	// up there, so that the drain under lock is short. An error wrapping
 	// ErrRetry counts as a failed attempt; another error ends the cut-over.
 	BeforeLock func(ctx context.Context) error
-	// DropOld drops the old table instead of keeping it.
+	// DropOld leaves the old table under the sentry's name (SentryName)
+	// instead of renaming it to Old: the caller drops it once it knows no
+	// write was lost (the binlog's proof comes after the swap), and until
+	// then the rows such a write left there can still be recovered.
 	DropOld bool
 	// Pause, if set, is called at named points (tests inject faults there).
 	Pause  func(ctx context.Context, point string)
@@ -198,7 +201,7 @@ type Result struct {
 	UnderLock  time.Duration // of which: Config.UnderLock
 	LockWait   time.Duration // waiting for LOCK TABLES (before LockedFor)
 	DrainPos   binlog.Position
-	OldTable   string // empty when dropped
+	OldTable   string // the old table's name (the sentry's with DropOld)
 	TotalDelay time.Duration
 	// Waited is the time spent waiting for blockers before requesting the
 	// lock; Blockers and Kills are what the metadata-lock policy saw and did.
@@ -790,15 +793,12 @@ func waitForMDLWait(ctx context.Context, conn interface {
 }
 
 // finish renames the old table (now under the sentry's name) to its final
-// name, or drops it.
+// name; with DropOld it stays under the sentry's name for the caller.
 func finish(ctx context.Context, db *sql.DB, cfg Config) (string, error) {
 	q := func(n string) string { return table.QuoteIdent(cfg.Schema) + "." + table.QuoteIdent(n) }
 	sentry := q(SentryName(cfg.Table))
 	if cfg.DropOld {
-		if _, err := db.ExecContext(ctx, dbconn.Tag+"DROP TABLE "+sentry); err != nil {
-			return SentryName(cfg.Table), fmt.Errorf("the new table is in place; dropping the old table %s failed: %w", sentry, err)
-		}
-		return "", nil
+		return SentryName(cfg.Table), nil
 	}
 	if _, err := db.ExecContext(ctx, dbconn.Tag+"RENAME TABLE "+sentry+" TO "+q(cfg.Old)); err != nil {
 		return SentryName(cfg.Table), fmt.Errorf("the new table is in place; renaming the old table %s to %s failed: %w", sentry, q(cfg.Old), err)

@@ -109,6 +109,11 @@ func TestConcurrentMigrationRefused(t *testing.T) {
 	if err := f.db.QueryRow("SELECT COUNT(*) FROM t WHERE note IS NULL").Scan(&n); err != nil || n != 3000 {
 		t.Errorf("after the first migration: %d rows, %v", n, err)
 	}
+	// --drop-old-table: t is the only table left (the old one, kept under
+	// the sentry's name until the lost-write check, is gone too).
+	if names := tableNames(t, f.db, f.schema); strings.Join(names, ",") != "t" {
+		t.Errorf("tables after the first migration: %v; want only t", names)
+	}
 	// The lock is gone with the first run.
 	dry := testOptions(t, f.schema, "t", "DROP COLUMN note")
 	dry.Execute = false

@@ -487,19 +487,41 @@ func (r *copyRun) finish(ctx context.Context) error {
 		r.res.Skipped = r.def.Stats().Skipped
 	}
 	if n := r.pump.Lost(); n > 0 {
-		return fmt.Errorf("cut-over: %d row change(s) reached the old table after the drain point: writes lost; the old table is %s", n, r.cres.OldTable)
+		return fmt.Errorf("cut-over: %d row change(s) reached the old table after the drain point: writes lost; the old table %s is kept (also with --drop-old-table): recover them from it before running recast again", n, r.cres.OldTable)
 	}
 	// Not seen: the rows read after the drain point are all the check
 	// has, and any is a write the swap may have lost.
 	if n := r.pump.HeldRows(); !seen && n > 0 {
 		return fmt.Errorf("%w: cut-over: %d row change(s) of the table were read after the drain point and the binlog stream stopped before the RENAME: writes the swap may have lost; the old table is %s", errAfterSwap, n, orSentry(r.cres.OldTable, r.o.Table))
 	}
+	// --drop-old-table: the cut-over left the old table under the
+	// sentry's name, and it goes only now that the stream proved that no
+	// write reached it after the drain point (the checkpoint first: a
+	// resume reads a checkpoint without ghost and sentry as a finished
+	// swap whose old table is gone, which it then is).
+	m.rt.Pause(ctx, "cutover:checked")
+	if r.o.DropOldTable && r.cres.OldTable == sentryName(r.o.Table) {
+		if err := r.dropOld(ctx); err != nil {
+			return err
+		}
+	}
 	for _, t := range []string{r.chkQ, r.marksQ} {
 		if _, err := m.db.ExecContext(context.WithoutCancel(ctx), dbconn.Tag+"DROP TABLE IF EXISTS "+t); err != nil {
 			m.rt.Logger.Warn("dropping a helper table failed; recast cleanup removes it", "table", t, "err", err)
 		}
 	}
-	m.rt.Logger.Info("cut-over done", "attempts", r.cres.Attempts, "locked", r.cres.LockedFor.Round(time.Millisecond), "old", r.cres.OldTable)
+	m.rt.Logger.Info("cut-over done", "attempts", r.cres.Attempts, "locked", r.cres.LockedFor.Round(time.Millisecond), "old", orSentry(r.cres.OldTable, r.o.Table))
+	return nil
+}
+
+// dropOld drops the old table the cut-over left under the sentry's name
+// (--drop-old-table).
+func (r *copyRun) dropOld(ctx context.Context) error {
+	sentry := table.QuoteIdent(r.o.Database) + "." + table.QuoteIdent(sentryName(r.o.Table))
+	if _, err := r.m.db.ExecContext(context.WithoutCancel(ctx), dbconn.Tag+"DROP TABLE "+sentry); err != nil {
+		return fmt.Errorf("%w: the new table is in place; dropping the old table %s failed: %w", errAfterSwap, sentry, err)
+	}
+	r.cres.OldTable, r.res.CutOver.OldTable = "", ""
 	return nil
 }
 

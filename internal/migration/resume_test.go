@@ -174,7 +174,7 @@ func TestResumeAfterKill(t *testing.T) {
 // the original table in place or the new one swapped in complete; the
 // application never sees the table missing, and --resume finishes the job.
 func TestKillDuringCutOver(t *testing.T) {
-	for _, p := range []string{"cutover:before-lock", "cutover:locked", "cutover:drained", "cutover:verified", "cutover:rename-waiting", "cutover:sentry-dropped"} {
+	for _, p := range []string{"cutover:before-lock", "cutover:locked", "cutover:drained", "cutover:verified", "cutover:rename-waiting", "cutover:sentry-dropped", "cutover:checked"} {
 		t.Run(strings.ReplaceAll(p, ":", "-"), func(t *testing.T) {
 			t.Parallel()
 			runKillResume(t, resumeCase{pauseAt: p, rows: 3000})
@@ -186,6 +186,13 @@ func TestKillDuringCutOver(t *testing.T) {
 	t.Run("cutover-rename-waiting-earlier-old", func(t *testing.T) {
 		t.Parallel()
 		runKillResume(t, resumeCase{pauseAt: "cutover:rename-waiting", rows: 3000, earlierOld: true})
+	})
+	// Killed after the swap and the stream's lost-write check, with the
+	// old table still under the sentry's name (--drop-old-table drops it
+	// only now): the resume drops that one, and not the earlier _wl_old.
+	t.Run("cutover-checked-earlier-old", func(t *testing.T) {
+		t.Parallel()
+		runKillResume(t, resumeCase{pauseAt: "cutover:checked", rows: 3000, earlierOld: true})
 	})
 }
 
