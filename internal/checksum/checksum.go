@@ -666,6 +666,9 @@ func (c *checker) repair(ctx context.Context, ch chunk) (int, error) {
 				strings.Join(sel, ", ")+" FROM "+c.cfg.Source.QuotedName()+" WHERE "+swhere+" LOCK IN SHARE MODE", sargs...); err != nil {
 				return err
 			}
+			if err := repairWarnings(ctx, tx, c.cfg.Ghost.QuotedName(), piece); err != nil {
+				return err // rolled back
+			}
 			return tx.Commit()
 		})
 		n++
@@ -674,6 +677,40 @@ func (c *checker) repair(ctx context.Context, ch chunk) (int, error) {
 		}
 		lo = mid
 	}
+}
+
+// ErrRepairChanged is returned when a repair's INSERT IGNORE raised a
+// warning that changes data (a value truncated or replaced): the copy's and
+// the applier's writes are strict, and the repair must not store what they
+// would have refused.
+var ErrRepairChanged = errors.New("checksum repair: the conversion would change a value")
+
+// repairWarnings rolls a repair piece back unless every warning it raised
+// leaves the data as the server's ALTER would: a conversion that truncates
+// or replaces a value is what the copy and the applier (both strict) refuse
+// too. A duplicate key passes: the piece's ghost range was emptied first,
+// so it is a row outside it under a unique key the source does not
+// enforce, most likely one the applier has not rewritten yet; the skipped
+// row leaves the chunk differing, and the next round compares it again
+// (and fails the run when it still differs after the last).
+func repairWarnings(ctx context.Context, tx *sql.Tx, ghost string, piece chunk) error {
+	n, err := dbconn.CountWarnings(ctx, tx)
+	if err != nil || n == 0 {
+		return err
+	}
+	ws, err := dbconn.ReadWarnings(ctx, tx)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if !w.Benign() {
+			return fmt.Errorf("%w: writing %s after key %v raised %s %d: %s", ErrRepairChanged, ghost, piece.lo, w.Level, w.Code, w.Msg)
+		}
+	}
+	if len(ws) < n {
+		return fmt.Errorf("%w: writing %s after key %v raised %d warnings, of which the server kept %d (max_error_count): lower --max-chunk-rows", ErrRepairChanged, ghost, piece.lo, n, len(ws))
+	}
+	return nil
 }
 
 // discard closes conn without handing its session back to the pool.

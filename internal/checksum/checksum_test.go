@@ -3,6 +3,7 @@ package checksum_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -196,4 +197,29 @@ func compareTables(ctx context.Context, t *testing.T, db *sql.DB, schema, src, g
 			return openGhost()
 		},
 	})
+}
+
+// TestRepairRefusesConversionChange: a repair's INSERT IGNORE that would
+// truncate a value (the copy and the applier refuse it, strictly) fails the
+// checksum with ErrRepairChanged and writes nothing; it used to store the
+// truncated value.
+func TestRepairRefusesConversionChange(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	schema := testutil.NewSchema(t)
+	raw := testutil.DB(t, schema)
+	testutil.Exec(t, raw,
+		"CREATE TABLE src (id INT NOT NULL PRIMARY KEY, v VARCHAR(20) NOT NULL)",
+		"INSERT INTO src VALUES (1, 'abc'), (2, 'abcdefghij'), (3, 'xy')",
+		"CREATE TABLE ghost (id INT NOT NULL PRIMARY KEY, v VARCHAR(5) NOT NULL)",
+		"INSERT INTO ghost VALUES (1, 'abc'), (3, 'xy')") // row 2 missing: the chunk differs
+	db := openPool(ctx, t, schema)
+	res, err := compareTables(ctx, t, db, schema, "src", "ghost", []string{"id", "v"})
+	if !errors.Is(err, checksum.ErrRepairChanged) {
+		t.Fatalf("checksum: %v (%+v); want ErrRepairChanged", err, res)
+	}
+	var n int
+	if err := raw.QueryRowContext(ctx, "SELECT COUNT(*) FROM ghost").Scan(&n); err != nil || n != 2 {
+		t.Errorf("after the refused repair the ghost has %d rows (%v); want the 2 it had", n, err)
+	}
 }

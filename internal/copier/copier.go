@@ -453,34 +453,9 @@ func (c *Copier) copyChunk(ctx context.Context, lo, hi []any) (int64, error) {
 // (truncation, invalid value): the ALTER would lose data.
 var ErrDataChange = errors.New("the ALTER would change or lose data")
 
-// warning is one row of SHOW WARNINGS.
-type warning struct {
-	level string
-	code  int
-	msg   string
-}
-
 // atRow finds "at row N" in a warning's message: the 1-based position of the
 // offending row among the rows the statement read.
 var atRow = regexp.MustCompile(`at row (\d+)`)
-
-// readWarnings reads SHOW WARNINGS.
-func readWarnings(ctx context.Context, conn *sql.Conn) ([]warning, error) {
-	rs, err := conn.QueryContext(ctx, "SHOW WARNINGS")
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
-	var ws []warning
-	for rs.Next() {
-		var w warning
-		if err := rs.Scan(&w.level, &w.code, &w.msg); err != nil {
-			return nil, err
-		}
-		ws = append(ws, w)
-	}
-	return ws, rs.Err()
-}
 
 // checkWarnings examines every warning of the chunk just copied (counted
 // first, then all read: the sessions keep up to dbconn.MaxErrorCount). It
@@ -489,22 +464,20 @@ func readWarnings(ctx context.Context, conn *sql.Conn) ([]warning, error) {
 // complaint, e.g. rounding a DECIMAL to a smaller scale); any other warning
 // fails the chunk, naming the key of the row it is about.
 func (c *Copier) checkWarnings(ctx context.Context, conn *sql.Conn, lo, hi []any) error {
-	var n int
-	// SHOW COUNT(*) WARNINGS, not SELECT @@warning_count: on MySQL a SELECT
-	// clears the diagnostics area, and SHOW WARNINGS would then show none.
-	if err := conn.QueryRowContext(ctx, "SHOW COUNT(*) WARNINGS").Scan(&n); err != nil {
+	n, err := dbconn.CountWarnings(ctx, conn)
+	if err != nil {
 		return err
 	}
 	if n == 0 {
 		return nil
 	}
-	ws, err := readWarnings(ctx, conn)
+	ws, err := dbconn.ReadWarnings(ctx, conn)
 	if err != nil {
 		return err
 	}
-	var bad *warning
+	var bad *dbconn.Warning
 	for i := range ws {
-		if ws[i].code == dbconn.ErDupEntry || strings.EqualFold(ws[i].level, "Note") {
+		if ws[i].Benign() {
 			continue
 		}
 		bad = &ws[i]
@@ -525,16 +498,16 @@ func (c *Copier) checkWarnings(ctx context.Context, conn *sql.Conn, lo, hi []any
 
 // badWarning is the error for a warning that changes data, naming the row's
 // key when the warning says "at row N".
-func (c *Copier) badWarning(ctx context.Context, lo, hi []any, bad warning) error {
+func (c *Copier) badWarning(ctx context.Context, lo, hi []any, bad dbconn.Warning) error {
 	where := fmt.Sprintf("the chunk after key %v", lo)
-	if m := atRow.FindStringSubmatch(bad.msg); m != nil {
+	if m := atRow.FindStringSubmatch(bad.Msg); m != nil {
 		if row, err := strconv.Atoi(m[1]); err == nil && row > 0 {
 			if key, err := c.keyAt(ctx, lo, hi, row); err == nil && key != nil {
 				where = fmt.Sprintf("the row with key (%s) = %s", strings.Join(c.cfg.KeyColumns, ", "), formatKey(key))
 			}
 		}
 	}
-	return fmt.Errorf("%w: copying %s raised %s %d: %s; fix the data or the ALTER", ErrDataChange, where, bad.level, bad.code, bad.msg)
+	return fmt.Errorf("%w: copying %s raised %s %d: %s; fix the data or the ALTER", ErrDataChange, where, bad.Level, bad.Code, bad.Msg)
 }
 
 // recheckTable is the session's temporary copy of the ghost that
@@ -565,8 +538,8 @@ func (c *Copier) recheckChunk(ctx context.Context, conn *sql.Conn, lo, hi []any,
 	if _, err := conn.ExecContext(ctx, q, args...); err != nil {
 		return fmt.Errorf("re-examine the chunk after key %v (%d warnings, %d kept): %w", lo, n, kept, err)
 	}
-	var m int
-	if err := conn.QueryRowContext(ctx, "SHOW COUNT(*) WARNINGS").Scan(&m); err != nil {
+	m, err := dbconn.CountWarnings(ctx, conn)
+	if err != nil {
 		return err
 	}
 	c.rechecked.Add(1)
@@ -575,12 +548,12 @@ func (c *Copier) recheckChunk(ctx context.Context, conn *sql.Conn, lo, hi []any,
 	if m == 0 {
 		return nil
 	}
-	ws, err := readWarnings(ctx, conn)
+	ws, err := dbconn.ReadWarnings(ctx, conn)
 	if err != nil {
 		return err
 	}
 	for i := range ws {
-		if ws[i].code == dbconn.ErDupEntry || strings.EqualFold(ws[i].level, "Note") {
+		if ws[i].Benign() {
 			continue
 		}
 		return c.badWarning(ctx, lo, hi, ws[i])
