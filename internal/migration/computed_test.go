@@ -191,6 +191,15 @@ var appliedCases = []appliedCase{
 		cols:   "IFNULL(HEX(e), 'N'), IFNULL(e + 0, 'N'), IFNULL(HEX(s), 'N'), IFNULL(s + 0, 'N')",
 		changes: []string{"UPDATE t SET e = 'a\\nb', s = 'a\\nb' WHERE id = 1", "UPDATE t SET e = 'c\\rd', s = 'anb,a\\nb' WHERE id = 2",
 			"UPDATE t SET e = '\\0' WHERE id = 3", "INSERT INTO t VALUES (4, 'a\\nb', 'a\\nb', 4)"}},
+	// -0 in a FLOAT or DOUBLE: the server's ALTER keeps it; bound as an
+	// argument the driver wrote "-0", an integer, and the ghost held +0.
+	{name: "float-negative-zero",
+		create: "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, f FLOAT NULL, d DOUBLE NULL, x INT)",
+		insert: "INSERT INTO t VALUES (1, 1.5, 2.5, 1), (2, -0e0, -0e0, 2), (3, NULL, 0, 3)",
+		alter:  "MODIFY f DOUBLE NULL",
+		cols:   "IFNULL(CONCAT(f), 'N'), IFNULL(CONCAT(d), 'N')",
+		changes: []string{"UPDATE t SET f = -0e0, d = -0e0 WHERE id = 1", "UPDATE t SET x = 9 WHERE id = 2",
+			"INSERT INTO t VALUES (4, -0e0, -0e0, 4), (5, -1.25, 0e0, 5)"}},
 	// YEAR 0 reads '0000' as text; a TIME(3) with no fraction '…00.000'.
 	{name: "year-time-to-text",
 		create: "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, y YEAR NULL, tm TIME(3) NULL, t0 TIME NULL, x INT)",
@@ -351,6 +360,57 @@ func TestVerifyWidenedKey(t *testing.T) {
 	// failed anywhere else (before the corruption, say) proves nothing.
 	if !errors.Is(err, verify.ErrDifferent) || !regexp.MustCompile(`still differ, e\.g\. \(k,id\) = \("?194"?,"?7"?\)`).MatchString(err.Error()) {
 		t.Fatalf("Run = %v; want the verification's refusal (%v) naming row (k,id) = (194,7)", err, verify.ErrDifferent)
+	}
+}
+
+// TestVerifyTimestampKeyZoned: with a TIMESTAMP key under a fixed zone
+// other than UTC, the verification from the checksum to the swap checks the
+// rows the applier writes: a ghost row made wrong after the applier wrote
+// it is not swapped in. (Its keys, UTC text in the row images, were bound
+// as they are in a +05:00 session: they matched no row on either side, and
+// the row went unchecked.)
+func TestVerifyTimestampKeyZoned(t *testing.T) {
+	t.Parallel()
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema) // a UTC session: the literals below are UTC
+	testutil.Exec(t, db, "CREATE TABLE t (ts TIMESTAMP NOT NULL PRIMARY KEY, v INT NOT NULL)",
+		"INSERT INTO t SELECT FROM_UNIXTIME(1600000000 + seq * 3600), seq FROM seq_1_to_200")
+	const row7 = "FROM_UNIXTIME(1600000000 + 7 * 3600)"
+	o := testOptions(t, schema, "t", "ADD COLUMN z INT NULL")
+	o.Conn.SetVars = map[string]string{"time_zone": "'+05:00'"}
+	o.DropOldTable = false
+	o.CutOverAttempts = 2
+	var once sync.Once
+	o.Pause = func(ctx context.Context, point string) {
+		if point != "cutover:before-lock" {
+			return
+		}
+		once.Do(func() {
+			testutil.Exec(t, db, "UPDATE t SET v = 1000 WHERE ts = "+row7)
+			for {
+				var v int
+				if err := db.QueryRowContext(ctx, "SELECT v FROM "+GhostName("t")+" WHERE ts = "+row7).Scan(&v); err != nil {
+					t.Error(err)
+					return
+				}
+				if v == 1000 {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			testutil.Exec(t, db, "UPDATE "+GhostName("t")+" SET v = 999 WHERE ts = "+row7)
+		})
+	}
+	_, err := runT(ctxFor(t, 2*time.Minute), o)
+	var v int
+	if qerr := db.QueryRow("SELECT v FROM t WHERE ts = " + row7).Scan(&v); qerr != nil {
+		t.Fatal(qerr)
+	}
+	if v != 1000 {
+		t.Fatalf("the row holds v = %d after the run (%v); the source holds 1000", v, err)
+	}
+	if !errors.Is(err, verify.ErrDifferent) || !strings.Contains(err.Error(), "still differ") {
+		t.Fatalf("Run = %v; want the verification's refusal (%v)", err, verify.ErrDifferent)
 	}
 }
 

@@ -77,8 +77,12 @@ func (m *migrator) newVerifier(plan *Plan) *verify.Verifier {
 	for i, k := range plan.ApplyKeySource {
 		keyCharsets = append(keyCharsets, convertFrom(m.source, plan.Ghost, k, plan.ApplyKeyGhost[i]))
 	}
+	zone := m.sem.TimeZone // the pool's sessions'
+	if m.sem.UTC {
+		zone = ""
+	}
 	return verify.New(verify.Config{
-		Source: m.source, Ghost: plan.Ghost,
+		Source: m.source, Ghost: plan.Ghost, TimeZone: zone,
 		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan), SourceExprs: plan.CopyExprs,
 		KeySource: plan.ApplyKeySource, KeyGhost: plan.ApplyKeyGhost, KeyCharsets: keyCharsets, KeyExprs: plan.KeyExprs, RangeKey: plan.KeySource,
 		SourceExpr: srcExpr, GhostExpr: ghExpr,

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -332,6 +333,17 @@ func TestImageBytesAndPlaceholders(t *testing.T) {
 	}
 	if got := substitute("CONCAT(?, 'a?', `b?`) + ?", "(x)"); got != "CONCAT((x), 'a?', `b?`) + (x)" {
 		t.Errorf("substitute = %q", got)
+	}
+	// A float's -0 is written inline as a double (bound, the driver writes
+	// "-0", an integer); +0 and other values stay arguments.
+	var b strings.Builder
+	batch := []op{{image: []any{int64(1), math.Copysign(0, -1), float32(math.Copysign(0, -1))}}, {image: []any{int64(2), 0.0, float32(-1.5)}}}
+	args = writeTuples(&b, batch, []int{0, 1, 2}, nil, []string{"", "", "CAST(? AS DOUBLE)"})
+	if got, want := b.String(), "(?,(-0e0),CAST((-0e0) AS DOUBLE)),(?,?,CAST(? AS DOUBLE))"; got != want {
+		t.Errorf("writeTuples with -0 = %q, want %q", got, want)
+	}
+	if fmt.Sprint(args) != "[1 2 0 -1.5]" {
+		t.Errorf("writeTuples with -0: args %v", args)
 	}
 }
 

@@ -73,7 +73,13 @@ type Config struct {
 	SourceExpr, GhostExpr string
 	// Uniques are the ghost's unique keys other than the identifying one.
 	Uniques []pipeline.Unique
-	Logger  *slog.Logger
+	// TimeZone is the zone of the sessions the comparisons run in, when it
+	// is not UTC ("" when it is): row images carry TIMESTAMPs as UTC text
+	// (the applier's sessions run in UTC), so a TIMESTAMP key column's
+	// value is converted to that zone before it is compared there. Bound as
+	// is, it matched no row on either side, and those rows went unchecked.
+	TimeZone string
+	Logger   *slog.Logger
 }
 
 // ErrDuplicate means the source holds two rows with one value under a
@@ -263,11 +269,11 @@ func (v *Verifier) Final(ctx context.Context, locked *sql.Conn, db *sql.DB) erro
 // compare returns the indexes in keys whose rows differ (present on one side
 // only, or with different CRCs).
 func (v *Verifier) compare(ctx context.Context, src, ghost table.Querier, keys [][]any) ([]int, error) {
-	s, err := v.crcs(ctx, src, v.cfg.Source.QuotedName(), v.cfg.KeySource, nil, nil, v.cfg.SourceExpr, keys)
+	s, err := v.crcs(ctx, src, v.cfg.Source, v.cfg.KeySource, nil, nil, v.cfg.SourceExpr, keys)
 	if err != nil {
 		return nil, err
 	}
-	g, err := v.crcs(ctx, ghost, v.cfg.Ghost.QuotedName(), v.cfg.KeyGhost, v.cfg.KeyCharsets, v.cfg.KeyExprs, v.cfg.GhostExpr, keys)
+	g, err := v.crcs(ctx, ghost, v.cfg.Ghost, v.cfg.KeyGhost, v.cfg.KeyCharsets, v.cfg.KeyExprs, v.cfg.GhostExpr, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +291,8 @@ func (v *Verifier) compare(ctx context.Context, src, ghost table.Querier, keys [
 // crcs reads the per-row CRC of each key's row in tbl, by the key's index:
 // the keys form a derived table with their ordinals, joined to tbl on the
 // key columns, so rows match their keys whatever the key's type.
-func (v *Verifier) crcs(ctx context.Context, q table.Querier, tbl string, keyCols, charsets, exprs []string, expr string, keys [][]any) (map[int]uint64, error) {
+func (v *Verifier) crcs(ctx context.Context, q table.Querier, t *table.Table, keyCols, charsets, exprs []string, expr string, keys [][]any) (map[int]uint64, error) {
+	tbl := t.QuotedName()
 	var b strings.Builder
 	args := make([]any, 0, len(keys)*(len(keyCols)+1))
 	b.WriteString(dbconn.Tag + "SELECT rc__k.rc__i, " + expr + " FROM (")
@@ -295,9 +302,9 @@ func (v *Verifier) crcs(ctx context.Context, q table.Querier, tbl string, keyCol
 		}
 		b.WriteString("SELECT ? AS rc__i")
 		args = append(args, i)
-		for j := range keyCols {
+		for j, c := range keyCols {
 			ph, n := pipeline.Placeholder(j, charsets, exprs)
-			fmt.Fprintf(&b, ", %s AS rc__k%d", ph, j)
+			fmt.Fprintf(&b, ", %s AS rc__k%d", v.zoned(t, c, ph), j)
 			for range n {
 				args = append(args, k[j])
 			}
@@ -325,6 +332,20 @@ func (v *Verifier) crcs(ctx context.Context, q table.Querier, tbl string, keyCol
 		out[i] = crc
 	}
 	return out, rows.Err()
+}
+
+// zoned returns ph, the SQL of a value of t's key column c as the applier
+// writes it (UTC text for a TIMESTAMP), converted to the comparing
+// sessions' zone when c is a TIMESTAMP and that zone is not UTC. (Under a
+// zone with clock changes the hour repeated in autumn stays ambiguous.)
+func (v *Verifier) zoned(t *table.Table, c, ph string) string {
+	if v.cfg.TimeZone == "" {
+		return ph
+	}
+	if i := t.ColumnIndex(c); i < 0 || t.Columns[i].DataType != "timestamp" {
+		return ph
+	}
+	return "CONVERT_TZ(" + ph + ", '+00:00', " + dbconn.QuoteString(v.cfg.TimeZone) + ")"
 }
 
 // Restore copies displaced rows back from the source. A row that is in the
