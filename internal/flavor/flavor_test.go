@@ -39,3 +39,21 @@ func TestParse(t *testing.T) {
 		t.Error("Parse(garbage) succeeded")
 	}
 }
+
+// TestTimestampMax: MariaDB 11.5 and later end TIMESTAMP in 2106.
+func TestTimestampMax(t *testing.T) {
+	for in, want := range map[string]string{
+		"10.11.19-MariaDB-0+deb12u1":   "2038-01-19 03:14:07.999999",
+		"11.4.5-MariaDB":               "2038-01-19 03:14:07.999999",
+		"11.8.9-MariaDB-0+deb13u1-log": "2106-02-07 06:28:15.999999",
+		"9.7.4-2":                      "2038-01-19 03:14:07.999999",
+	} {
+		s, err := Parse(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.TimestampMax(); got != want {
+			t.Errorf("%s: TimestampMax = %s, want %s", in, got, want)
+		}
+	}
+}

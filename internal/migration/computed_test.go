@@ -114,6 +114,91 @@ func TestServerComputedRefused(t *testing.T) {
 	}
 }
 
+// TestZonedTimestampRange: a DATETIME made TIMESTAMP under a zone other
+// than UTC, and a row changed during the migration to a local time outside
+// TIMESTAMP's range there: the server's own ALTER refuses that value, and
+// so must the migration (its applier stored it unconverted, another
+// instant, and the swap went through). Both ends of the range, which ends
+// in 2106 on MariaDB 11.5 and later (flavor.Server.TimestampMax); a value
+// just inside it is converted.
+func TestZonedTimestampRange(t *testing.T) {
+	t.Parallel()
+	srv := testutil.Server(t)
+	late, inside := "2038-01-18 23:30:00", "2038-01-18 20:00:00" // 04:30 and 01:00 UTC on the 19th
+	if srv.MariaDB && srv.AtLeast(11, 5, 0) {
+		late, inside = "2106-02-07 03:00:00", "2106-02-07 01:00:00" // 08:00 and 06:00 UTC
+	}
+	for _, c := range []struct {
+		zone, value string
+		refused     bool
+	}{
+		{"+05:00", "1970-01-01 03:00:00", true}, // 1969-12-31 22:00 UTC
+		{"-05:00", late, true},
+		{"-05:00", inside, false},
+		{"+05:00", "1970-01-01 06:00:00", false}, // 01:00 UTC
+	} {
+		schema := testutil.NewSchema(t)
+		db := testutil.DB(t, schema)
+		testutil.Exec(t, db, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, dt DATETIME NULL, x INT)",
+			"INSERT INTO t VALUES (1, '2001-01-01 10:00:00', 1), (2, NULL, 2), (3, '2020-06-30 23:59:59', 3)")
+		o := testOptions(t, schema, "t", "MODIFY dt TIMESTAMP NULL")
+		o.Conn.SetVars = map[string]string{"time_zone": "'" + c.zone + "'"}
+		o.Checksum = false // the applier alone must refuse it
+		o.DropOldTable = false
+		o.Pause = func(ctx context.Context, point string) {
+			if point == "caught-up" {
+				testutil.Exec(t, db, "UPDATE t SET dt = '"+c.value+"' WHERE id = 1")
+			}
+		}
+		_, err := runT(ctxFor(t, time.Minute), o)
+		// The oracle: the server's ALTER on the same data, in that zone.
+		src := "t"
+		if err == nil {
+			src = OldName("t")
+		}
+		testutil.Exec(t, db, "CREATE TABLE n LIKE "+src, "INSERT INTO n SELECT * FROM "+src)
+		conn, cerr := db.Conn(ctxFor(t, time.Minute))
+		if cerr != nil {
+			t.Fatal(cerr)
+		}
+		_, oerr := conn.ExecContext(context.Background(), "SET time_zone = '"+c.zone+"'")
+		if oerr == nil {
+			_, oerr = conn.ExecContext(context.Background(), "ALTER TABLE n MODIFY dt TIMESTAMP NULL")
+		}
+		if _, err := conn.ExecContext(context.Background(), "SET time_zone = '+00:00'"); err != nil { // the pool's setting, back
+			t.Fatal(err)
+		}
+		conn.Close()
+		t.Logf("%s %s: recast: %v; server: %v", c.zone, c.value, err, oerr)
+		if (oerr != nil) != c.refused {
+			t.Fatalf("%s %s: the server's ALTER: %v; the test expects refused=%v", c.zone, c.value, oerr, c.refused)
+		}
+		if c.refused {
+			if err == nil {
+				t.Errorf("%s %s: the migration went through; the server's ALTER refuses the value", c.zone, c.value)
+			}
+			var typ string
+			if qerr := db.QueryRow("SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 't' AND COLUMN_NAME = 'dt'", schema).Scan(&typ); qerr != nil || typ != "datetime" {
+				t.Errorf("%s: t.dt is %q (%v) after the run; want the original datetime", c.zone, typ, qerr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.zone, c.value, err)
+		}
+		rows := func(name string) string {
+			got, err := queryStrings(ctxFor(t, time.Minute), db, "SELECT CONCAT_WS(' ', id, IFNULL(dt, 'N')) FROM "+name+" ORDER BY id")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.Join(got, "; ")
+		}
+		if got, want := rows("t"), rows("n"); got != want {
+			t.Errorf("%s %s: recast: %s\nserver: %s", c.zone, c.value, got, want)
+		}
+	}
+}
+
 // TestExplicitAutoIncrement: AUTO_INCREMENT=N in the ALTER sets the counter
 // as the server's ALTER does (N, or past the highest id), not the old
 // table's higher counter nor the ghost's after a row inserted and deleted

@@ -28,7 +28,7 @@ func (m *migrator) convExprs(p *Plan) (exprs, keyExprs []string, err error) {
 		if gi < 0 {
 			return "", nil
 		}
-		return convExpr(sc, p.Ghost.Columns[gi], m.sem)
+		return convExpr(sc, p.Ghost.Columns[gi], m.sem, m.opts.Conn.Server.TimestampMax())
 	}
 	used := false
 	for _, pr := range p.Pairs {
@@ -104,7 +104,7 @@ func isChar(t string) bool {
 //   - BIT images are integers: into a BLOB or TEXT they are the column's
 //     bytes (into CHAR or VARBINARY, the number's decimal text);
 //   - TIMESTAMP images are UTC: converted in the migration's time zone.
-func convExpr(sc, gc table.Column, sem dbconn.Semantics) (string, error) {
+func convExpr(sc, gc table.Column, sem dbconn.Semantics, tsMax string) (string, error) {
 	st, gt := sc.DataType, gc.DataType
 	if strings.EqualFold(sc.ColumnType, gc.ColumnType) && st != "timestamp" {
 		return "", nil // the same type: charsets aside (Charsets), the value is the value
@@ -114,7 +114,7 @@ func convExpr(sc, gc table.Column, sem dbconn.Semantics) (string, error) {
 			return "", nil
 		}
 		if !sem.UTC {
-			return zoneExpr(sc, gc, sem.TimeZone)
+			return zoneExpr(sc, gc, sem.TimeZone, tsMax)
 		}
 		switch {
 		case st == "timestamp" && isNumeric(gt):
@@ -306,8 +306,9 @@ func typeArgs(ct string) string {
 
 // zoneExpr is the template of a change to or from TIMESTAMP in a zone other
 // than UTC: the server renders a TIMESTAMP in its zone, and reads a local
-// time into a TIMESTAMP in it.
-func zoneExpr(sc, gc table.Column, zone string) (string, error) {
+// time into a TIMESTAMP in it. tsMax is TIMESTAMP's last instant in UTC
+// (flavor.Server.TimestampMax).
+func zoneExpr(sc, gc table.Column, zone, tsMax string) (string, error) {
 	srcTS := sc.DataType == "timestamp"
 	z := dbconn.QuoteString(zone)
 	if srcTS {
@@ -319,8 +320,17 @@ func zoneExpr(sc, gc table.Column, zone string) (string, error) {
 	}
 	switch sc.DataType {
 	case "datetime", "date":
+		// A local time outside TIMESTAMP's range in the zone: the server's
+		// ALTER (strict) refuses it, and CONVERT_TZ returns it unconverted,
+		// which the applier's UTC session would store as another instant
+		// (03:00 on 1970-01-01 under +05:00 is 22:00 the day before in UTC;
+		// unconverted it is 03:00 UTC). Such a value (not the zero date,
+		// which converts to itself) is written as the first second below
+		// the range, which the applier's strict session refuses too.
 		d := fmt.Sprintf("CAST(? AS DATETIME(%d))", fsp(sc))
-		return "COALESCE(CONVERT_TZ(" + d + ", " + z + ", '+00:00'), " + d + ")", nil
+		lo := "CONVERT_TZ('1970-01-01 00:00:01', '+00:00', " + z + ")"
+		hi := "CONVERT_TZ('" + tsMax + "', '+00:00', " + z + ")"
+		return "IF(" + d + " + 0 <> 0 AND (" + d + " < " + lo + " OR " + d + " > " + hi + "), '1969-12-31 23:59:59', COALESCE(CONVERT_TZ(" + d + ", " + z + ", '+00:00'), " + d + "))", nil
 	}
 	return "", fmt.Errorf("refused: column %s changes from %s to %s, which the server converts in its time zone (%s) and recast's applier cannot reproduce for a %s; fix: convert it in two steps (to DATETIME first), or run with --set-vars time_zone='+00:00' if UTC is what you want",
 		table.QuoteIdent(sc.Name), sc.ColumnType, gc.ColumnType, zone, sc.DataType)
