@@ -2,6 +2,7 @@ package migration
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -77,25 +78,37 @@ func cleanup(ctx context.Context, conn dbconn.Config, database, tbl string) (don
 			}
 			done = append(done, "dropped cut-over sentry "+q(sentry))
 		} else {
-			old := OldName(tbl)
-			taken, _, err := exists(old)
-			if ts := OldTableName(tbl, true, time.Now()); err == nil && taken && len(ts) <= 64 {
-				old = ts
-				taken, _, err = exists(old)
-			}
+			line, name, err := keepOldTable(ctx, db, database, tbl)
 			if err != nil {
 				return done, "", err
 			}
-			if taken {
-				done = append(done, fmt.Sprintf("left %s alone: it holds the previous original table, and %s exists; rename or drop one of them yourself", q(sentry), q(old)))
-			} else {
-				if _, err := db.ExecContext(ctx, dbconn.Tag+"RENAME TABLE "+q(sentry)+" TO "+q(old)); err != nil {
-					return done, "", fmt.Errorf("rename %s to %s: %w", q(sentry), q(old), err)
-				}
-				done = append(done, fmt.Sprintf("renamed the previous original table %s to %s", q(sentry), q(old)))
-				renamed = old
-			}
+			done, renamed = append(done, line), name
 		}
 	}
 	return done, renamed, nil
+}
+
+// keepOldTable renames the old table under the sentry's name to the old
+// table's name, or to a timestamped one if that is taken (as
+// --timestamp-old-table names them), and leaves it there when both are. It
+// returns what it did and the name given ("" when left).
+func keepOldTable(ctx context.Context, db *sql.DB, database, tbl string) (string, string, error) {
+	q := func(n string) string { return table.QuoteIdent(database) + "." + table.QuoteIdent(n) }
+	sentry := sentryName(tbl)
+	old := OldName(tbl)
+	taken, _, err := table.Exists(ctx, db, database, old)
+	if ts := OldTableName(tbl, true, time.Now()); err == nil && taken && len(ts) <= 64 {
+		old = ts
+		taken, _, err = table.Exists(ctx, db, database, old)
+	}
+	if err != nil {
+		return "", "", err
+	}
+	if taken {
+		return fmt.Sprintf("left %s alone: it holds the previous original table, and %s exists; rename or drop one of them yourself", q(sentry), q(old)), "", nil
+	}
+	if _, err := db.ExecContext(ctx, dbconn.Tag+"RENAME TABLE "+q(sentry)+" TO "+q(old)); err != nil {
+		return "", "", fmt.Errorf("rename %s to %s: %w", q(sentry), q(old), err)
+	}
+	return fmt.Sprintf("renamed the previous original table %s to %s", q(sentry), q(old)), old, nil
 }

@@ -456,46 +456,59 @@ func TestVerifyWidenedKey(t *testing.T) {
 // the row went unchecked.)
 func TestVerifyTimestampKeyZoned(t *testing.T) {
 	t.Parallel()
-	schema := testutil.NewSchema(t)
-	db := testutil.DB(t, schema) // a UTC session: the literals below are UTC
-	testutil.Exec(t, db, "CREATE TABLE t (ts TIMESTAMP NOT NULL PRIMARY KEY, v INT NOT NULL)",
-		"INSERT INTO t SELECT FROM_UNIXTIME(1600000000 + seq * 3600), seq FROM seq_1_to_200")
-	const row7 = "FROM_UNIXTIME(1600000000 + 7 * 3600)"
-	o := testOptions(t, schema, "t", "ADD COLUMN z INT NULL")
-	o.Conn.SetVars = map[string]string{"time_zone": "'+05:00'"}
-	o.DropOldTable = false
-	o.CutOverAttempts = 2
-	var once sync.Once
-	o.Pause = func(ctx context.Context, point string) {
-		if point != "cutover:before-lock" {
-			return
+	// Row 7, and the zero TIMESTAMP (CONVERT_TZ makes it NULL: converted
+	// alone it matched no row again).
+	// (On MySQL the zero TIMESTAMP is left out: under the suite's global
+	// sql_mode, NO_ZERO_DATE, its own ALTER refuses the row, error 1292,
+	// and so does the copy.)
+	rows := []string{"FROM_UNIXTIME(1600000000 + 7 * 3600)", "'0000-00-00 00:00:00'"}
+	if testutil.Server(t).MySQL() {
+		rows = rows[:1]
+	}
+	for _, row := range rows {
+		schema := testutil.NewSchema(t)
+		db := testutil.DB(t, schema) // a UTC session: the literals below are UTC
+		testutil.Exec(t, db, "CREATE TABLE t (ts TIMESTAMP NOT NULL PRIMARY KEY, v INT NOT NULL)",
+			"INSERT INTO t SELECT FROM_UNIXTIME(1600000000 + seq * 3600), seq FROM seq_1_to_200")
+		if len(rows) > 1 {
+			testutil.Exec(t, db, "INSERT INTO t VALUES ('0000-00-00 00:00:00', 0)")
 		}
-		once.Do(func() {
-			testutil.Exec(t, db, "UPDATE t SET v = 1000 WHERE ts = "+row7)
-			for {
-				var v int
-				if err := db.QueryRowContext(ctx, "SELECT v FROM "+GhostName("t")+" WHERE ts = "+row7).Scan(&v); err != nil {
-					t.Error(err)
-					return
-				}
-				if v == 1000 {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
+		o := testOptions(t, schema, "t", "ADD COLUMN z INT NULL")
+		o.Conn.SetVars = map[string]string{"time_zone": "'+05:00'"}
+		o.DropOldTable = false
+		o.CutOverAttempts = 2
+		var once sync.Once
+		o.Pause = func(ctx context.Context, point string) {
+			if point != "cutover:before-lock" {
+				return
 			}
-			testutil.Exec(t, db, "UPDATE "+GhostName("t")+" SET v = 999 WHERE ts = "+row7)
-		})
-	}
-	_, err := runT(ctxFor(t, 2*time.Minute), o)
-	var v int
-	if qerr := db.QueryRow("SELECT v FROM t WHERE ts = " + row7).Scan(&v); qerr != nil {
-		t.Fatal(qerr)
-	}
-	if v != 1000 {
-		t.Fatalf("the row holds v = %d after the run (%v); the source holds 1000", v, err)
-	}
-	if !errors.Is(err, verify.ErrDifferent) || !strings.Contains(err.Error(), "still differ") {
-		t.Fatalf("Run = %v; want the verification's refusal (%v)", err, verify.ErrDifferent)
+			once.Do(func() {
+				testutil.Exec(t, db, "UPDATE t SET v = 1000 WHERE ts = "+row)
+				for {
+					var v int
+					if err := db.QueryRowContext(ctx, "SELECT v FROM "+GhostName("t")+" WHERE ts = "+row).Scan(&v); err != nil {
+						t.Error(err)
+						return
+					}
+					if v == 1000 {
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				testutil.Exec(t, db, "UPDATE "+GhostName("t")+" SET v = 999 WHERE ts = "+row)
+			})
+		}
+		_, err := runT(ctxFor(t, 2*time.Minute), o)
+		var v int
+		if qerr := db.QueryRow("SELECT v FROM t WHERE ts = " + row).Scan(&v); qerr != nil {
+			t.Fatal(qerr)
+		}
+		if v != 1000 {
+			t.Fatalf("%s: the row holds v = %d after the run (%v); the source holds 1000", row, v, err)
+		}
+		if !errors.Is(err, verify.ErrDifferent) || !strings.Contains(err.Error(), "still differ") {
+			t.Fatalf("%s: Run = %v; want the verification's refusal (%v)", row, err, verify.ErrDifferent)
+		}
 	}
 }
 

@@ -495,12 +495,15 @@ func (r *copyRun) finish(ctx context.Context) error {
 		return fmt.Errorf("%w: cut-over: %d row change(s) of the table were read after the drain point and the binlog stream stopped before the RENAME: writes the swap may have lost; the old table is %s", errAfterSwap, n, orSentry(r.cres.OldTable, r.o.Table))
 	}
 	// --drop-old-table: the cut-over left the old table under the
-	// sentry's name, and it goes only now that the stream proved that no
-	// write reached it after the drain point (the checkpoint first: a
-	// resume reads a checkpoint without ghost and sentry as a finished
-	// swap whose old table is gone, which it then is).
+	// sentry's name, and it goes only once the stream has proven that no
+	// write reached it after the drain point. Without that proof (the
+	// stream stopped before the RENAME) it is kept under the old table's
+	// name. (Killed after the drop, before the checkpoint's: the resume
+	// finds a checkpoint without ghost or old table and refuses, pointing
+	// to recast cleanup.)
 	m.rt.Pause(ctx, "cutover:checked")
-	if r.o.DropOldTable && r.cres.OldTable == sentryName(r.o.Table) {
+	held := r.o.DropOldTable && r.cres.OldTable == sentryName(r.o.Table)
+	if held && seen {
 		if err := r.dropOld(ctx); err != nil {
 			return err
 		}
@@ -509,6 +512,16 @@ func (r *copyRun) finish(ctx context.Context) error {
 		if _, err := m.db.ExecContext(context.WithoutCancel(ctx), dbconn.Tag+"DROP TABLE IF EXISTS "+t); err != nil {
 			m.rt.Logger.Warn("dropping a helper table failed; recast cleanup removes it", "table", t, "err", err)
 		}
+	}
+	if held && !seen {
+		line, name, err := keepOldTable(context.WithoutCancel(ctx), m.db, r.o.Database, r.o.Table)
+		if err != nil {
+			return fmt.Errorf("%w: the new table is in place; keeping the old table: %w", errAfterSwap, err)
+		}
+		if name != "" {
+			r.cres.OldTable, r.res.CutOver.OldTable = name, name
+		}
+		m.rt.Logger.Warn("--drop-old-table: the old table is kept, since nothing proves that no write reached it after the drain point; drop it once you are satisfied", "done", line)
 	}
 	m.rt.Logger.Info("cut-over done", "attempts", r.cres.Attempts, "locked", r.cres.LockedFor.Round(time.Millisecond), "old", orSentry(r.cres.OldTable, r.o.Table))
 	return nil

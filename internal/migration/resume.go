@@ -190,21 +190,20 @@ func (m *migrator) killedAfterSwap(ctx context.Context) (bool, error) {
 // finishSwapped completes the clean-up of a run killed after its swap.
 func (m *migrator) finishSwapped(ctx context.Context, res *Result) error {
 	o := m.opts
-	q := func(n string) string { return table.QuoteIdent(o.Database) + "." + table.QuoteIdent(n) }
 	// This run's old table is the sentry's when it is still there
 	// (killedAfterSwap); else the swap's finish had dropped it
 	// (--drop-old-table) or renamed it: a table under the old table's
-	// name is this run's only without either flag.
+	// name is this run's only without either flag. Under --drop-old-table
+	// a sentry-held old table is kept all the same (cleanup renames it):
+	// the killed run may not have finished its check that no write
+	// reached it after the drain point, and this run cannot make it.
 	if o.DropOldTable {
 		sentry, comment, err := table.Exists(ctx, m.db, o.Database, sentryName(o.Table))
 		if err != nil {
 			return err
 		}
 		if sentry && comment != cutover.SentryComment {
-			if _, err := m.db.ExecContext(ctx, dbconn.Tag+"DROP TABLE "+q(sentryName(o.Table))); err != nil {
-				return err
-			}
-			m.rt.Logger.Info("resume: the killed run had swapped the tables; dropped its old table (--drop-old-table)", "table", sentryName(o.Table))
+			m.rt.Logger.Warn("resume: the killed run had swapped the tables; its old table is kept despite --drop-old-table (nothing proves that no write reached it after the drain point): drop it once you are satisfied", "table", sentryName(o.Table))
 		}
 	}
 	done, renamed, err := cleanup(ctx, o.Conn, o.Database, o.Table)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -144,6 +145,11 @@ type resumeCase struct {
 	// table's name (_wl_old); both runs pass --drop-old-table, and it must
 	// stay as it was.
 	earlierOld bool
+	// keptOld: the killed run had swapped the tables and left its old
+	// table under the sentry's name; under --drop-old-table the resume
+	// keeps it (nothing proves no write reached it after the drain point),
+	// renamed to a timestamped old name when _wl_old is taken.
+	keptOld bool
 }
 
 // TestResumeAfterKill: a migration killed with SIGKILL at 30% and 80% of the
@@ -189,10 +195,11 @@ func TestKillDuringCutOver(t *testing.T) {
 	})
 	// Killed after the swap and the stream's lost-write check, with the
 	// old table still under the sentry's name (--drop-old-table drops it
-	// only now): the resume drops that one, and not the earlier _wl_old.
+	// only then): the resume cannot know the check passed, so it keeps
+	// that table (renamed), and the earlier _wl_old is untouched.
 	t.Run("cutover-checked-earlier-old", func(t *testing.T) {
 		t.Parallel()
-		runKillResume(t, resumeCase{pauseAt: "cutover:checked", rows: 3000, earlierOld: true})
+		runKillResume(t, resumeCase{pauseAt: "cutover:checked", rows: 3000, earlierOld: true, keptOld: true})
 	})
 }
 
@@ -385,7 +392,14 @@ func runKillResume(t *testing.T, c resumeCase) {
 			}
 		}
 	}
-	if got := tableNames(t, db, schema); strings.Join(got, ",") != "_wl_old,wl" {
+	got := tableNames(t, db, schema)
+	if c.keptOld {
+		if len(got) != 3 || !regexp.MustCompile(`^_wl_\d{14}_old$`).MatchString(got[0]) || got[1] != "_wl_old" || got[2] != "wl" {
+			t.Errorf("tables left: %v; want the killed run's old table kept under a timestamped name, _wl_old, wl", got)
+		} else if !strings.Contains(logBuf.String(), "kept despite --drop-old-table") {
+			t.Errorf("the resume did not say it kept the old table")
+		}
+	} else if strings.Join(got, ",") != "_wl_old,wl" {
 		t.Errorf("tables left: %v", got)
 	}
 	if c.earlierOld {

@@ -304,7 +304,9 @@ func (v *Verifier) crcs(ctx context.Context, q table.Querier, t *table.Table, ke
 		args = append(args, i)
 		for j, c := range keyCols {
 			ph, n := pipeline.Placeholder(j, charsets, exprs)
-			fmt.Fprintf(&b, ", %s AS rc__k%d", v.zoned(t, c, ph), j)
+			ph, times := v.zoned(t, c, ph)
+			n *= times
+			fmt.Fprintf(&b, ", %s AS rc__k%d", ph, j)
 			for range n {
 				args = append(args, k[j])
 			}
@@ -336,16 +338,18 @@ func (v *Verifier) crcs(ctx context.Context, q table.Querier, t *table.Table, ke
 
 // zoned returns ph, the SQL of a value of t's key column c as the applier
 // writes it (UTC text for a TIMESTAMP), converted to the comparing
-// sessions' zone when c is a TIMESTAMP and that zone is not UTC. (Under a
-// zone with clock changes the hour repeated in autumn stays ambiguous.)
-func (v *Verifier) zoned(t *table.Table, c, ph string) string {
+// sessions' zone when c is a TIMESTAMP and that zone is not UTC, and how
+// many times the result holds ph. (CONVERT_TZ makes the zero TIMESTAMP
+// NULL: it is kept as it is. Under a zone with clock changes the hour
+// repeated in autumn stays ambiguous.)
+func (v *Verifier) zoned(t *table.Table, c, ph string) (string, int) {
 	if v.cfg.TimeZone == "" {
-		return ph
+		return ph, 1
 	}
 	if i := t.ColumnIndex(c); i < 0 || t.Columns[i].DataType != "timestamp" {
-		return ph
+		return ph, 1
 	}
-	return "CONVERT_TZ(" + ph + ", '+00:00', " + dbconn.QuoteString(v.cfg.TimeZone) + ")"
+	return "COALESCE(CONVERT_TZ(" + ph + ", '+00:00', " + dbconn.QuoteString(v.cfg.TimeZone) + "), " + ph + ")", 2
 }
 
 // Restore copies displaced rows back from the source. A row that is in the
