@@ -395,6 +395,36 @@ func appliedAfterCopy(t *testing.T, c appliedCase, checksum bool) {
 	}
 }
 
+// corruptAfterApplied sets o up so that, before its first cut-over attempt
+// (o gets 2), the row where holds sets v = 1000 on the source and, once the
+// applier has written that to the ghost, v = 999 in the ghost: a stand-in
+// for an applier bug after the checksum, which the verification must stop.
+func corruptAfterApplied(t *testing.T, db *sql.DB, o *testOpts, where string) {
+	o.DropOldTable = false
+	o.CutOverAttempts = 2
+	var once sync.Once
+	o.Pause = func(ctx context.Context, point string) {
+		if point != "cutover:before-lock" {
+			return
+		}
+		once.Do(func() {
+			testutil.Exec(t, db, "UPDATE t SET v = 1000 WHERE "+where)
+			for {
+				var v int
+				if err := db.QueryRowContext(ctx, "SELECT v FROM "+GhostName("t")+" WHERE "+where).Scan(&v); err != nil {
+					t.Error(err)
+					return
+				}
+				if v == 1000 {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			testutil.Exec(t, db, "UPDATE "+GhostName("t")+" SET v = 999 WHERE "+where)
+		})
+	}
+}
+
 // TestVerifyWidenedKey: with the applier's key widened to one that does not
 // start with the copy's (PRIMARY KEY (id) -> (k, id)), the verification
 // from the checksum to the swap checks the rows the applier wrote, by that
@@ -408,31 +438,8 @@ func TestVerifyWidenedKey(t *testing.T) {
 	for i := 1; i <= 200; i++ {
 		testutil.Exec(t, db, fmt.Sprintf("INSERT INTO t VALUES (%d, %d, %d)", i, 201-i, i))
 	}
-	var corrupt func(ctx context.Context)
 	o := testOptions(t, schema, "t", "DROP PRIMARY KEY, ADD PRIMARY KEY (k, id)")
-	o.DropOldTable = false
-	o.CutOverAttempts = 2
-	var once sync.Once
-	o.Pause = func(ctx context.Context, point string) {
-		if point == "cutover:before-lock" {
-			once.Do(func() { corrupt(ctx) })
-		}
-	}
-	corrupt = func(ctx context.Context) {
-		testutil.Exec(t, db, "UPDATE t SET v = 1000 WHERE id = 7")
-		for {
-			var v int
-			if err := db.QueryRowContext(ctx, "SELECT v FROM "+GhostName("t")+" WHERE id = 7").Scan(&v); err != nil {
-				t.Error(err)
-				return
-			}
-			if v == 1000 {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		testutil.Exec(t, db, "UPDATE "+GhostName("t")+" SET v = 999 WHERE id = 7")
-	}
+	corruptAfterApplied(t, db, &o, "id = 7")
 	_, err := runT(ctxFor(t, 2*time.Minute), o)
 	var v int
 	if qerr := db.QueryRow("SELECT v FROM t WHERE id = 7").Scan(&v); qerr != nil {
@@ -475,29 +482,7 @@ func TestVerifyTimestampKeyZoned(t *testing.T) {
 		}
 		o := testOptions(t, schema, "t", "ADD COLUMN z INT NULL")
 		o.Conn.SetVars = map[string]string{"time_zone": "'+05:00'"}
-		o.DropOldTable = false
-		o.CutOverAttempts = 2
-		var once sync.Once
-		o.Pause = func(ctx context.Context, point string) {
-			if point != "cutover:before-lock" {
-				return
-			}
-			once.Do(func() {
-				testutil.Exec(t, db, "UPDATE t SET v = 1000 WHERE ts = "+row)
-				for {
-					var v int
-					if err := db.QueryRowContext(ctx, "SELECT v FROM "+GhostName("t")+" WHERE ts = "+row).Scan(&v); err != nil {
-						t.Error(err)
-						return
-					}
-					if v == 1000 {
-						break
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
-				testutil.Exec(t, db, "UPDATE "+GhostName("t")+" SET v = 999 WHERE ts = "+row)
-			})
-		}
+		corruptAfterApplied(t, db, &o, "ts = "+row)
 		_, err := runT(ctxFor(t, 2*time.Minute), o)
 		var v int
 		if qerr := db.QueryRow("SELECT v FROM t WHERE ts = " + row).Scan(&v); qerr != nil {
