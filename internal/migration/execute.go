@@ -516,7 +516,7 @@ func (r *copyRun) finish(ctx context.Context) error {
 	if held && !seen {
 		line, name, err := keepOldTable(context.WithoutCancel(ctx), m.db, r.o.Database, r.o.Table)
 		if err != nil {
-			return fmt.Errorf("%w: the new table is in place; keeping the old table: %w", errAfterSwap, err)
+			return fmt.Errorf("%w: the new table is in place; the old table is kept under %s (nothing proves that no write reached it after the drain point), and renaming it failed: %w; recast cleanup renames it", errAfterSwap, sentryName(r.o.Table), err)
 		}
 		if name != "" {
 			r.cres.OldTable, r.res.CutOver.OldTable = name, name

@@ -197,12 +197,14 @@ func (m *migrator) finishSwapped(ctx context.Context, res *Result) error {
 	// a sentry-held old table is kept all the same (cleanup renames it):
 	// the killed run may not have finished its check that no write
 	// reached it after the drain point, and this run cannot make it.
-	if o.DropOldTable {
+	held := false // an old table under the sentry's name
+	{
 		sentry, comment, err := table.Exists(ctx, m.db, o.Database, sentryName(o.Table))
 		if err != nil {
 			return err
 		}
-		if sentry && comment != cutover.SentryComment {
+		held = sentry && comment != cutover.SentryComment
+		if held && o.DropOldTable {
 			m.rt.Logger.Warn("resume: the killed run had swapped the tables; its old table is kept despite --drop-old-table (nothing proves that no write reached it after the drain point): drop it once you are satisfied", "table", sentryName(o.Table))
 		}
 	}
@@ -216,6 +218,8 @@ func (m *migrator) finishSwapped(ctx context.Context, res *Result) error {
 	switch {
 	case renamed != "":
 		res.CutOver.OldTable = renamed
+	case held:
+		res.CutOver.OldTable = sentryName(o.Table) // both old names taken: left there
 	case !o.DropOldTable && !o.TimestampOldTable:
 		res.CutOver.OldTable = OldName(o.Table)
 	}
