@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -55,8 +56,30 @@ type Config struct {
 	// Rounds of repair and re-check before giving up.
 	Rounds int
 	// Pause, if set, is called at named points (tests corrupt the ghost there).
-	Pause  func(ctx context.Context, point string)
-	Logger *slog.Logger
+	Pause func(ctx context.Context, point string)
+	// Throttle, if set, is called before each chunk and blocks while the
+	// migration's copy would be paused (replica lag, --max-load, the flag
+	// files).
+	Throttle func(ctx context.Context) error
+	// Gentle, if set, is asked before each chunk whether the application
+	// is to be spared now (the pacer holds the copy back, or
+	// --max-copy-rate applies). A gentle chunk is sized so that each of its
+	// two sums takes about GentleChunkTime, and the sums run one after the
+	// other (one CPU, not two); otherwise chunks are ChunkRows rows, summed
+	// on both sides at once.
+	Gentle          func() bool
+	GentleChunkTime time.Duration
+	// Pace, if set, is called after each chunk with the time its sums took
+	// and its rows on the source, and may sleep (the migration's pacer).
+	// Unpaced, the checksum of the 1M-row bench table held both CPUs of the
+	// bench's VM for 4-5 s, and the application's p99 rose to 570-750 ms
+	// meanwhile (docs/benchmarks.md, session 30).
+	Pace func(ctx context.Context, took time.Duration, rows int64) error
+	// Progress, if set, is called after each chunk of the first round with
+	// the rows compared so far (the source's side), and with done once the
+	// first round is over.
+	Progress func(rows int64, done bool)
+	Logger   *slog.Logger
 }
 
 // Result reports a comparison.
@@ -96,11 +119,18 @@ func Run(ctx context.Context, db *sql.DB, cfg Config) (res Result, _ error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.GentleChunkTime <= 0 {
+		cfg.GentleChunkTime = 10 * time.Millisecond
+	}
 	srv, err := flavor.Detect(ctx, db)
 	if err != nil {
 		return Result{}, fmt.Errorf("checksum: %w", err)
 	}
 	c := &checker{db: db, cfg: cfg, mysql: srv.MySQL()}
+	c.size.Store(int64(cfg.ChunkRows))
+	if cfg.Gentle != nil && cfg.Gentle() {
+		c.size.Store(int64(min(firstGentleRows, cfg.ChunkRows)))
+	}
 	c.buildExprs()
 	res = Result{Skipped: c.skipped}
 	start := time.Now()
@@ -116,6 +146,9 @@ func Run(ctx context.Context, db *sql.DB, cfg Config) (res Result, _ error) {
 		}
 		if round == 1 {
 			res.Chunks, res.Rows = n, rows
+			if cfg.Progress != nil {
+				cfg.Progress(rows, true)
+			}
 		}
 		if len(diff) == 0 {
 			return res, nil
@@ -141,8 +174,11 @@ func Run(ctx context.Context, db *sql.DB, cfg Config) (res Result, _ error) {
 }
 
 type checker struct {
-	db      *sql.DB
-	cfg     Config
+	db  *sql.DB
+	cfg Config
+	// size: the rows of the next chunk the walker reads a boundary for
+	// (ChunkRows, or fewer while gentle: sizeFor).
+	size    atomic.Int64
 	mysql   bool   // MySQL: no Binlog_snapshot_file (see mysqlSnapshot)
 	srcExpr string // CRC expression over the source columns
 	ghExpr  string
@@ -448,7 +484,9 @@ func (c *checker) compare(ctx context.Context, todo []chunk) (diff []chunk, n in
 	// between two sums.
 	walkCtx, stopWalk := context.WithCancel(ctx)
 	defer stopWalk()
-	chunks := make(chan chunk, 8)
+	// The walker reads one boundary ahead: a chunk's size follows the
+	// sums before it (sizeFor) with a delay of two chunks at most.
+	chunks := make(chan chunk, 1)
 	walkErr := make(chan error, 1)
 	go func() {
 		defer close(chunks)
@@ -469,25 +507,60 @@ func (c *checker) compare(ctx context.Context, todo []chunk) (diff []chunk, n in
 	}()
 	for ch := range chunks {
 		n++
-		// Both sides at once: each snapshot has its own connection.
+		if c.cfg.Throttle != nil {
+			if err := c.cfg.Throttle(ctx); err != nil {
+				return nil, 0, 0, 0, err
+			}
+		}
+		gentle := c.cfg.Gentle != nil && c.cfg.Gentle()
+		start := time.Now()
 		var sc, gc int64
 		var scrc, gcrc uint64
-		g, gctx := errgroup.WithContext(ctx)
-		g.Go(func() (err error) {
-			sc, scrc, err = c.sum(gctx, srcConn, c.cfg.Source.QuotedName(), c.srcExpr, c.cfg.KeySource, ch)
+		srcSum := func(ctx context.Context) (err error) {
+			sc, scrc, err = c.sum(ctx, srcConn, c.cfg.Source.QuotedName(), c.srcExpr, c.cfg.KeySource, ch)
 			return err
-		})
-		g.Go(func() (err error) {
-			gc, gcrc, err = c.sum(gctx, ghConn, c.cfg.Ghost.QuotedName(), c.ghExpr, c.cfg.KeyGhost, ch)
-			return err
-		})
-		if err := g.Wait(); err != nil {
-			return nil, 0, 0, 0, err
 		}
+		ghSum := func(ctx context.Context) (err error) {
+			gc, gcrc, err = c.sum(ctx, ghConn, c.cfg.Ghost.QuotedName(), c.ghExpr, c.cfg.KeyGhost, ch)
+			return err
+		}
+		var slowest time.Duration // the longer of the two sums
+		if gentle {
+			// One after the other: one CPU, the other left to the application.
+			if err := srcSum(ctx); err != nil {
+				return nil, 0, 0, 0, err
+			}
+			mid := time.Now()
+			if err := ghSum(ctx); err != nil {
+				return nil, 0, 0, 0, err
+			}
+			slowest = max(mid.Sub(start), time.Since(mid))
+		} else {
+			// Both sides at once: each snapshot has its own connection.
+			g, gctx := errgroup.WithContext(ctx)
+			g.Go(func() error { return srcSum(gctx) })
+			g.Go(func() error { return ghSum(gctx) })
+			if err := g.Wait(); err != nil {
+				return nil, 0, 0, 0, err
+			}
+			slowest = time.Since(start)
+		}
+		took := time.Since(start)
 		rows += sc
 		if sc != gc || scrc != gcrc {
 			diff = append(diff, ch)
 			c.logRowDiffs(ctx, srcConn, ghConn, ch)
+		}
+		if todo == nil {
+			c.size.Store(sizeFor(c.size.Load(), max(sc, gc), slowest, gentle, c.cfg.GentleChunkTime, c.cfg.ChunkRows))
+			if c.cfg.Progress != nil {
+				c.cfg.Progress(rows, false)
+			}
+		}
+		if c.cfg.Pace != nil {
+			if err := c.cfg.Pace(ctx, took, sc); err != nil {
+				return nil, 0, 0, 0, err
+			}
 		}
 	}
 	if err := <-walkErr; err != nil {
@@ -567,8 +640,31 @@ func (c *checker) logRowDiffs(ctx context.Context, srcConn, ghConn *sql.Conn, ch
 		"rows", n, "first", strings.Join(out, "; "))
 }
 
+// minGentleRows: a gentle chunk's fewest rows (sizeFor); firstGentleRows:
+// the first chunk's rows when the checksum starts gentle.
+const (
+	minGentleRows   = 100
+	firstGentleRows = 1000
+)
+
+// sizeFor is the next chunk's rows after a chunk of rows rows whose slower
+// sum took slowest: ChunkRows unless gentle; gentle, the rows one sum reads
+// in about target at the rate just seen (at most twice the last size, and
+// between minGentleRows and ChunkRows).
+func sizeFor(last, rows int64, slowest time.Duration, gentle bool, target time.Duration, chunkRows int) int64 {
+	if !gentle {
+		return int64(chunkRows)
+	}
+	if rows <= 0 || slowest <= 0 {
+		return min(last, int64(chunkRows))
+	}
+	want := int64(float64(rows) * float64(target) / float64(slowest))
+	want = min(want, 2*max(last, minGentleRows))
+	return min(max(want, minGentleRows), int64(chunkRows))
+}
+
 // walker yields the chunks: the given ones, or consecutive key ranges of
-// ChunkRows rows of the source (read from its current state, from the pool).
+// c.size rows of the source (read from its current state, from the pool).
 func (c *checker) walker(todo []chunk) func(context.Context) (chunk, bool, error) {
 	if todo != nil {
 		i := 0
@@ -590,7 +686,7 @@ func (c *checker) walker(todo []chunk) func(context.Context) (chunk, bool, error
 		where, args := table.RangeWhere(c.cfg.KeySource, lo, nil)
 		q := dbconn.Tag + "SELECT " + table.KeySelect(c.cfg.Source, c.cfg.KeySource) + " FROM " + c.cfg.Source.QuotedName() +
 			" FORCE INDEX (" + table.QuoteIdent(c.cfg.KeyIndex) + ") WHERE " + where +
-			" ORDER BY " + order + fmt.Sprintf(" LIMIT 1 OFFSET %d", c.cfg.ChunkRows-1)
+			" ORDER BY " + order + fmt.Sprintf(" LIMIT 1 OFFSET %d", max(c.size.Load(), 1)-1)
 		hi, err := table.ScanKey(ctx, c.db, c.cfg.Source, c.cfg.KeySource, q, args...)
 		if err != nil {
 			return chunk{}, false, fmt.Errorf("checksum: walk %s: %w", c.cfg.Source.QuotedName(), err)

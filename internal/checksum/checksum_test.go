@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,8 +176,9 @@ func openPool(ctx context.Context, t *testing.T, schema string) *sql.DB {
 }
 
 // compareTables runs the checksum of ghost against src over cols, keyed by
-// id, both snapshots opened one after the other, repairing up to 2 rounds.
-func compareTables(ctx context.Context, t *testing.T, db *sql.DB, schema, src, ghost string, cols []string) (checksum.Result, error) {
+// id, both snapshots opened one after the other, repairing up to 2 rounds;
+// tweaks change the configuration first.
+func compareTables(ctx context.Context, t *testing.T, db *sql.DB, schema, src, ghost string, cols []string, tweaks ...func(*checksum.Config)) (checksum.Result, error) {
 	t.Helper()
 	st, err := table.Load(ctx, db, schema, src)
 	if err != nil {
@@ -186,7 +188,7 @@ func compareTables(ctx context.Context, t *testing.T, db *sql.DB, schema, src, g
 	if err != nil {
 		t.Fatal(err)
 	}
-	return checksum.Run(ctx, db, checksum.Config{
+	cfg := checksum.Config{
 		Source: st, Ghost: gt, SourceColumns: cols, GhostColumns: cols,
 		KeySource: []string{"id"}, KeyGhost: []string{"id"}, KeyIndex: "PRIMARY",
 		ChunkRows: 1000, Rounds: 2, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
@@ -196,7 +198,11 @@ func compareTables(ctx context.Context, t *testing.T, db *sql.DB, schema, src, g
 			}
 			return openGhost()
 		},
-	})
+	}
+	for _, tw := range tweaks {
+		tw(&cfg)
+	}
+	return checksum.Run(ctx, db, cfg)
 }
 
 // TestRepairRefusesConversionChange: a repair's INSERT IGNORE that would
@@ -221,5 +227,101 @@ func TestRepairRefusesConversionChange(t *testing.T) {
 	var n int
 	if err := raw.QueryRowContext(ctx, "SELECT COUNT(*) FROM ghost").Scan(&n); err != nil || n != 2 {
 		t.Errorf("after the refused repair the ghost has %d rows (%v); want the 2 it had", n, err)
+	}
+}
+
+// TestGentleChecksum: while the application is to be spared (Gentle), the
+// checksum's chunks shrink toward GentleChunkTime, the throttle is asked
+// before each and the pacer after each with its rows, the progress counts
+// every row once, and differences are still found and repaired; otherwise
+// its chunks are ChunkRows rows. Unpaced, the checksum held both CPUs of the
+// bench's VM for seconds (docs/benchmarks.md, session 30).
+func TestGentleChecksum(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	schema := testutil.NewSchema(t)
+	raw := testutil.DB(t, schema)
+	const rows = 5000
+	testutil.Exec(t, raw,
+		"CREATE TABLE src (id INT NOT NULL PRIMARY KEY, v VARCHAR(20) NOT NULL)",
+		"CREATE TABLE digits (d INT NOT NULL)",
+		"INSERT INTO digits VALUES (0),(1),(2),(3),(4),(5),(6),(7),(8),(9)",
+		fmt.Sprintf("INSERT INTO src SELECT 1 + a.d + 10 * b.d + 100 * c.d + 1000 * e.d, CONCAT('row', a.d, b.d, c.d, e.d) "+
+			"FROM digits a, digits b, digits c, digits e WHERE a.d + 10 * b.d + 100 * c.d + 1000 * e.d < %d", rows),
+		"CREATE TABLE ghost LIKE src",
+		"INSERT INTO ghost SELECT * FROM src",
+		"UPDATE ghost SET v = 'wrong' WHERE id IN (5, 2500, 4999)")
+	db := openPool(ctx, t, schema)
+	for _, gentle := range []bool{true, false} {
+		t.Run(fmt.Sprintf("gentle=%v", gentle), func(t *testing.T) {
+			if !gentle {
+				testutil.Exec(t, raw, "UPDATE ghost SET v = 'wrong' WHERE id IN (5, 2500, 4999)")
+			}
+			var mu sync.Mutex
+			var paced, throttled int
+			var pacedRows, lastProgress int64
+			var progressDone, backwards bool
+			res, err := compareTables(ctx, t, db, schema, "src", "ghost", []string{"id", "v"}, func(c *checksum.Config) {
+				c.Gentle = func() bool { return gentle }
+				c.GentleChunkTime = time.Nanosecond // as small as a chunk may be
+				c.Throttle = func(context.Context) error {
+					mu.Lock()
+					defer mu.Unlock()
+					throttled++
+					return nil
+				}
+				c.Pace = func(_ context.Context, took time.Duration, n int64) error {
+					mu.Lock()
+					defer mu.Unlock()
+					if took <= 0 || n < 0 {
+						t.Errorf("Pace(%s, %d rows)", took, n)
+					}
+					paced++
+					if !progressDone {
+						pacedRows += n
+					}
+					return nil
+				}
+				c.Progress = func(n int64, done bool) {
+					mu.Lock()
+					defer mu.Unlock()
+					backwards = backwards || n < lastProgress || progressDone
+					lastProgress, progressDone = n, done
+				}
+			})
+			if err != nil {
+				t.Fatalf("checksum: %v (%+v)", err, res)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if res.Repaired == 0 || res.Rows != rows {
+				t.Errorf("the checksum did not repair the 3 wrong rows, or compared %d of %d rows: %+v", res.Rows, rows, res)
+			}
+			var same int
+			if err := raw.QueryRowContext(ctx, "SELECT COUNT(*) FROM src JOIN ghost USING (id) WHERE src.v = ghost.v").Scan(&same); err != nil {
+				t.Fatal(err)
+			}
+			if same != rows {
+				t.Errorf("after the repair %d of %d rows are equal", same, rows)
+			}
+			// Chunks: 1,000 rows ungentle (and the empty one after the last
+			// key); gentle, the first few 1,000 (the walker reads ahead) and
+			// the rest 100 (minGentleRows).
+			if want := rows/1000 + 1; !gentle && res.Chunks != want {
+				t.Errorf("ungentle: %d chunks, want %d of 1000 rows", res.Chunks, want)
+			}
+			if gentle && res.Chunks < 20 {
+				t.Errorf("gentle: %d chunks of %d rows: they did not shrink", res.Chunks, rows)
+			}
+			// Every chunk of every round is throttled and paced: the first
+			// round's, and the differing ones compared again.
+			if throttled != paced || paced < res.Chunks+res.Repaired {
+				t.Errorf("throttled %d times, paced %d, for %d chunks and %d repaired", throttled, paced, res.Chunks, res.Repaired)
+			}
+			if pacedRows != rows || lastProgress != rows || !progressDone || backwards {
+				t.Errorf("first round: paced %d rows, progress ended at %d (done %v, went backwards %v), want %d",
+					pacedRows, lastProgress, progressDone, backwards, rows)
+			}
+		})
 	}
 }

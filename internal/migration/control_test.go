@@ -89,6 +89,22 @@ func TestControlStatusETA(t *testing.T) {
 	if s := ctl.Status(); s.ETA.Seconds != nil || !strings.Contains(Line(s), "ETA unknown: the copy is paused (paused by operator)") || !s.Throttle.Throttled {
 		t.Errorf("paused: %+v %+v", s.ETA, s.Throttle)
 	}
+	// The checksum: its rows compared and rate on the line, and an ETA from them.
+	sum := series(12, 0, 0, 0, 0, 0)
+	for i := range sum {
+		sum[i].Rows, sum[i].Phase, sum[i].Checked = 100_000, status.PhaseChecksum, int64(i)*2000
+	}
+	ctl = etaControl(t, status.PhaseChecksum, 100_000, sum)
+	ctl.checksumProgress(22_000, false)
+	ctl.copiedBefore = 100_000 // the copier here copied nothing
+	if s := ctl.Status(); s.Checksum == nil || !strings.Contains(Line(s), "| checksum 22.0% (22000/~100000 rows), 2000 rows/s |") ||
+		!strings.Contains(Line(s), "ETA 39s (checksum 39s, then cut-over)") || !strings.Contains(s.Text(), "checksum:  22000/~100000 rows, 2000 rows/s\n") {
+		t.Errorf("checksum: %+v\n%s\n%s", s.Checksum, Line(s), s.Text())
+	}
+	ctl.checksumProgress(100_000, true)
+	if s := ctl.Status(); s.ETA.Seconds != nil || strings.Contains(Line(s), "| checksum ") {
+		t.Errorf("checksum's first round over: %+v\n%s", s.ETA, Line(s))
+	}
 	// History: one point per reading, rates between them.
 	h := etaControl(t, status.PhaseCopy, 100_000, series(4, 1000, 0, 0, 0, 0)).History()
 	if len(h) != 4 || h[3].CopyRate < 999 || h[3].CopyRate > 1001 || h[3].Percent != 3 {

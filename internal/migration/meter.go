@@ -39,7 +39,8 @@ func (c *Control) read(ctx context.Context, db *sql.DB) {
 	if cp == nil {
 		return
 	}
-	r := status.Reading{At: time.Now(), Rows: before + cp.Progress().Rows, Phase: phase, EndBytes: -1, AppliedBytes: -1, Regime: regime}
+	r := status.Reading{At: time.Now(), Rows: before + cp.Progress().Rows, Phase: phase, EndBytes: -1, AppliedBytes: -1, Regime: regime,
+		Checked: c.checked.Load()}
 	st := ap.Stats()
 	r.Received, r.Written, r.Applied = st.Changes, st.Rows, p.AppliedChanges()
 	if def != nil {
@@ -189,6 +190,9 @@ func (c *Control) Status() status.Snapshot {
 	}
 	r := c.meter.Rates()
 	c.copyStatus(&s, r)
+	if c.checkStarted {
+		s.Checksum = &status.Checksum{RowsCompared: c.checked.Load(), RowsTotal: s.Copy.RowsCopied, RowsPerSecond: r.Checked, Done: c.checkDone}
+	}
 	c.copyLockStatus(&s) // copy_lock.go
 	c.throttleStatus(&s)
 	backlog, drain := status.Backlog(&s, r, c.ap != nil)

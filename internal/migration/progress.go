@@ -86,11 +86,21 @@ func Line(s status.Snapshot) string {
 	if s.Throttle.Throttled {
 		fmt.Fprintf(&b, " | throttled: %s", s.Throttle.Reason)
 	}
-	if s.Pace != nil && s.Phase == status.PhaseCopy && !s.Copy.Done && s.Pace.AppIdle {
+	if k := s.Checksum; k != nil && s.Phase == status.PhaseChecksum && !k.Done {
+		pct := 0.0
+		if k.RowsTotal > 0 {
+			pct = min(100*float64(k.RowsCompared)/float64(k.RowsTotal), 99.9)
+		}
+		fmt.Fprintf(&b, " | checksum %.1f%% (%d/~%d rows), %.0f rows/s", pct, k.RowsCompared, k.RowsTotal, k.RowsPerSecond)
+	}
+	// The pacer paces the copy, and the checksum's first round.
+	paced := s.Pace != nil && ((s.Phase == status.PhaseCopy && !s.Copy.Done) ||
+		(s.Phase == status.PhaseChecksum && s.Checksum != nil && !s.Checksum.Done))
+	if paced && s.Pace.AppIdle {
 		b.WriteString(" | paced: application idle, full speed")
-	} else if s.Pace != nil && s.Phase == status.PhaseCopy && !s.Copy.Done && s.Pace.Measuring {
+	} else if paced && s.Pace.Measuring {
 		b.WriteString(" | paced: copy held ~1s to measure the probe's baseline")
-	} else if s.Pace != nil && s.Phase == status.PhaseCopy && !s.Copy.Done {
+	} else if paced {
 		fmt.Fprintf(&b, " | paced: duty %s (probe %s, %s before; chunks %s)", dutyText(s.Pace.Duty),
 			time.Duration(s.Pace.CurrentSeconds*float64(time.Second)).Round(10*time.Microsecond),
 			time.Duration(s.Pace.BaselineSeconds*float64(time.Second)).Round(10*time.Microsecond), s.Pace.ChunkTime)

@@ -281,6 +281,46 @@ func TestPacedCopy(t *testing.T) {
 	}
 }
 
+// TestPacedChecksum: with the application active the checksum is paced
+// like the copy (here by --nice-ratio, the pacer seeing the application):
+// its chunks are short ones (more than the 3 of 10,000 rows an unpaced
+// checksum takes here), the status and the progress line show its rows and
+// rate while it runs, and the migration completes with the table intact.
+func TestPacedChecksum(t *testing.T) {
+	schema := testutil.NewSchema(t)
+	db := testutil.DB(t, schema)
+	thrTable(t, db, "t", 20000)
+	before := thrDigest(t, db, "t")
+	stopApp := appWriter(t, db, "INSERT INTO app (v) VALUES (1)")
+	defer stopApp()
+	o := testOptions(t, schema, "t", "ADD COLUMN c INT")
+	// The pacer for its view of the application, at a ratio it does not
+	// reach; the nice ratio slows the checksum enough to be seen.
+	o.MaxLatencyRatio = 100
+	o.NiceRatio = 20
+	ctl := NewControl()
+	r := startControlled(t, ctl, o)
+	s := until(t, r, 2*time.Minute, "the checksum under way", func(s status.Snapshot) bool {
+		return s.Phase == status.PhaseChecksum && s.Checksum != nil && !s.Checksum.Done &&
+			s.Checksum.RowsCompared > 0 && s.Checksum.RowsCompared < s.Checksum.RowsTotal
+	})
+	if line := Line(s); !strings.Contains(line, "| checksum ") || !strings.Contains(line, "paced: duty") {
+		t.Errorf("the checksum's progress line shows neither its rows nor its pacing: %s", line)
+	}
+	if err := r.wait(t, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if cs := r.res.Checksum; cs.Chunks <= 3 || cs.Rows != 20000 {
+		t.Errorf("checksum: %d chunks over %d rows: want short chunks over 20000 rows", cs.Chunks, cs.Rows)
+	}
+	if s := ctl.Status(); s.Checksum == nil || !s.Checksum.Done || s.Checksum.RowsCompared != 20000 {
+		t.Errorf("the status after the checksum: %+v", s.Checksum)
+	}
+	if after := thrDigest(t, db, "t"); after != before {
+		t.Errorf("table changed: %s, was %s", after, before)
+	}
+}
+
 // TestCopyRateCap (--max-copy-rate): while the application writes, the
 // copy's rows over a stretch of the copy stay within the cap (plus the
 // chunks in flight), and the status and the progress line say so; once the

@@ -19,6 +19,7 @@ type Reading struct {
 	Throttled         bool
 	Lags              map[string]float64 // replica lag, seconds
 	Phase             string
+	Checked           int64 // rows the checksum has compared (its first round)
 	// Regime: what sets the copy's pace now (pacing with the application
 	// active and its ratio, a rate cap, or full speed; package migration
 	// names it). The ETA's copy rate is taken over the last ETAWindow of
@@ -83,6 +84,9 @@ type Rates struct {
 	// its current regime (the copy phase, the same Reading.Regime; 0 while
 	// they span less than RateWindow): the ETA's.
 	CopyAvg float64
+	// Checked: the checksum's rate over the last ETAWindow of the
+	// checksum phase's readings (0 while they span less than RateWindow).
+	Checked float64
 }
 
 // Rates measures the rates over the last RateWindow.
@@ -111,6 +115,7 @@ func (m *Meter) Rates() Rates {
 	r.Applied = float64(last.Applied-first.Applied) / dt
 	r.Skipped = float64(last.Skipped-first.Skipped) / dt
 	r.CopyAvg = copyAvg(m.readings)
+	r.Checked = checkedAvg(m.readings)
 	if first.EndBytes >= 0 && last.EndBytes >= 0 && first.AppliedBytes >= 0 && last.AppliedBytes >= 0 {
 		r.BinlogIn = float64(last.EndBytes-first.EndBytes) / dt
 		r.BinlogApplied = float64(last.AppliedBytes-first.AppliedBytes) / dt
@@ -135,6 +140,25 @@ func copyAvg(readings []Reading) float64 {
 		return 0
 	}
 	return float64(last.Rows-first.Rows) / dt.Seconds()
+}
+
+// checkedAvg is Rates.Checked over readings (oldest first).
+func checkedAvg(readings []Reading) float64 {
+	n := len(readings)
+	last := readings[n-1]
+	if last.Phase != PhaseChecksum {
+		return 0
+	}
+	i := n - 1
+	for i > 0 && readings[i-1].Phase == PhaseChecksum && last.At.Sub(readings[i-1].At) <= ETAWindow {
+		i--
+	}
+	first := readings[i]
+	dt := last.At.Sub(first.At)
+	if dt < RateWindow || last.Checked <= first.Checked {
+		return 0
+	}
+	return float64(last.Checked-first.Checked) / dt.Seconds()
 }
 
 // History is the readings as GET /history's samples; percent gives the
@@ -227,7 +251,15 @@ func Estimate(s *Snapshot, r Rates, backlog string, drain float64, cutNote strin
 		}
 		return num(left+drain, text+", then checksum and cut-over")
 	case PhaseChecksum:
-		return none("checksum running (no estimate), then cut-over")
+		c := s.Checksum
+		switch {
+		case c != nil && c.Done:
+			return none("checksum compared every row; repairing or verifying (no estimate), then cut-over")
+		case c == nil || c.RowsPerSecond <= 0:
+			return none("checksum running (measuring), then cut-over")
+		}
+		left := float64(max(c.RowsTotal-c.RowsCompared, 0)) / c.RowsPerSecond
+		return num(left, "checksum "+Seconds(left)+", then cut-over")
 	case PhaseCutOver:
 		if s.Postponed {
 			return none("cut-over postponed until " + s.Settings.PostponeFlagFile + " is removed (recast ctl cutover)")

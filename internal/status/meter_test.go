@@ -228,3 +228,46 @@ func TestETACopyAverage(t *testing.T) {
 		t.Errorf("3 s into a regime: %+v, want no average and the 5 s rate", r)
 	}
 }
+
+// TestChecksumETA: in the checksum phase the estimate is the rows left to
+// compare at the rate of the checksum's readings (not the copy's); none
+// while that rate is not measured yet, nor once the first round is over.
+func TestChecksumETA(t *testing.T) {
+	t0 := time.Now().Add(-30 * time.Second)
+	var readings []Reading
+	for i := range 30 {
+		r := Reading{At: t0.Add(time.Duration(i) * time.Second), Rows: 1_000_000, Phase: PhaseCopy, EndBytes: -1, AppliedBytes: -1}
+		if i >= 10 {
+			r.Phase, r.Checked = PhaseChecksum, int64(i-10)*5000
+		}
+		readings = append(readings, r)
+	}
+	check := func(name string, readings []Reading, sum *Checksum, want float64, textHas string) {
+		t.Helper()
+		var m Meter
+		for _, r := range readings {
+			m.Add(r)
+		}
+		r := m.Rates()
+		s := Snapshot{Phase: PhaseChecksum, Copy: Copy{RowsCopied: 1_000_000, Done: true}, Checksum: sum}
+		s.Apply.BacklogBytes = -1
+		if sum != nil {
+			s.Checksum.RowsPerSecond = r.Checked
+		}
+		e := Estimate(&s, r, "caught up", 0, "")
+		switch {
+		case want < 0 && e.Seconds != nil:
+			t.Errorf("%s: ETA %.1f s (%q), want none", name, *e.Seconds, e.Text)
+		case want >= 0 && (e.Seconds == nil || *e.Seconds < want-1 || *e.Seconds > want+1):
+			t.Errorf("%s: ETA %v (%q), want %.0f s", name, e.Seconds, e.Text, want)
+		}
+		if !strings.Contains(e.Text, textHas) {
+			t.Errorf("%s: ETA text %q lacks %q", name, e.Text, textHas)
+		}
+	}
+	last := readings[len(readings)-1].Checked // 95,000 rows at 5,000 a second
+	check("measured", readings, &Checksum{RowsCompared: last, RowsTotal: 1_000_000}, float64(1_000_000-last)/5000, "checksum 3m")
+	check("too few checksum readings", readings[:13], &Checksum{RowsCompared: readings[12].Checked, RowsTotal: 1_000_000}, -1, "measuring")
+	check("not started", readings[:10], nil, -1, "measuring")
+	check("first round over", readings, &Checksum{RowsCompared: 1_000_000, RowsTotal: 1_000_000, Done: true}, -1, "repairing or verifying")
+}

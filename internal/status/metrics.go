@@ -32,6 +32,8 @@ var (
 	dCopyRate      = desc("copy_rows_per_second", "Copy rate.")
 	dChunkSize     = desc("copy_chunk_rows", "Current chunk size in rows.")
 	dRateCap       = desc("copy_rate_cap_rows_per_second", "The copy's rate cap in force now (--max-copy-rate; 0: none, or the application idle).")
+	dChecked       = desc("checksum_rows_compared_total", "Rows the checksum's first round has compared (absent before it starts).")
+	dCheckRate     = desc("checksum_rows_per_second", "The checksum's rate over the last minute (absent before it starts).")
 	dInFlight      = desc("copy_chunks_in_flight", "Chunks being copied now.")
 	dReceived      = desc("binlog_events_received_total", "Row changes of the table read from the binlog.")
 	dApplied       = desc("binlog_events_applied_total", "Row changes applied to the new table.")
@@ -65,10 +67,10 @@ var (
 )
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dInfo, dPhase, dElapsed, dCopied, dEstimated, dProgress, dCopyRate, dChunkSize, dRateCap, dInFlight,
+	for _, d := range []*prometheus.Desc{dInfo, dPhase, dElapsed, dCopied, dEstimated, dProgress, dCopyRate, dChunkSize, dRateCap, dInFlight, dChecked, dCheckRate,
 		dReceived, dApplied, dWritten, dInRate, dApplyRate, dBacklogEvents, dBacklogBytes, dDraining, dLag, dLagReadable,
 		dThrottled, dThrottledSecs, dPaused, dDuty, dProbe, dProbeBase, dDelay, dETA, dThreads, dChunkTime, dMaxChunkRows, dMaxLag, dBlockers,
-		dCopyLock, dDeferHeld, dDeferMaxHeld, dDeferOpen, dDeferTotal} {
+		dCopyLock, dDeferHeld, dDeferMaxHeld, dDeferOpen, dDeferTotal, dDeferSkipped} {
 		ch <- d
 	}
 }
@@ -93,6 +95,10 @@ func (k collector) Collect(ch chan<- prometheus.Metric) {
 	g(dChunkSize, float64(s.Copy.ChunkSize))
 	g(dRateCap, s.Copy.CappedAt)
 	g(dInFlight, float64(s.Copy.InFlight))
+	if k := s.Checksum; k != nil {
+		cnt(dChecked, float64(k.RowsCompared))
+		g(dCheckRate, k.RowsPerSecond)
+	}
 	cnt(dReceived, float64(s.Apply.EventsReceived))
 	cnt(dApplied, float64(s.Apply.EventsApplied))
 	cnt(dWritten, float64(s.Apply.RowsWritten))

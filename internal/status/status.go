@@ -55,6 +55,7 @@ type Snapshot struct {
 	StartedAt      time.Time  `json:"started_at"`
 	ElapsedSeconds float64    `json:"elapsed_seconds"`
 	Copy           Copy       `json:"copy"`
+	Checksum       *Checksum  `json:"checksum,omitempty"` // from the checksum's start
 	Apply          Apply      `json:"apply"`
 	Replicas       []Replica  `json:"replicas"`
 	Throttle       Throttle   `json:"throttle"`
@@ -129,6 +130,17 @@ type Replica struct {
 	LagSeconds *float64 `json:"lag_seconds"` // null: unreadable
 	Error      string   `json:"error,omitempty"`
 	Lagging    bool     `json:"lagging"`
+}
+
+// Checksum is the checksum's first round (package checksum): the rows it
+// has compared, of about RowsTotal (the rows copied), at RowsPerSecond
+// over the last minute (it is paced like the copy while the application
+// is active).
+type Checksum struct {
+	RowsCompared  int64   `json:"rows_compared"`
+	RowsTotal     int64   `json:"rows_total"`
+	RowsPerSecond float64 `json:"rows_per_second"`
+	Done          bool    `json:"done"` // the first round is over (repairs may follow)
 }
 
 // Throttle is the throttle's state.
@@ -234,6 +246,13 @@ func (s Snapshot) Text() string {
 			fmt.Fprintf(&b, "; %d event(s) held (max %d), %d range(s) open, %d change(s) left to the copy", d.HeldNow, d.MaxHeld, d.RangesOpen, d.Skipped)
 		}
 		b.WriteString("\n")
+	}
+	if k := s.Checksum; k != nil {
+		state := fmt.Sprintf("%.0f rows/s", k.RowsPerSecond)
+		if k.Done {
+			state = "every row compared"
+		}
+		fmt.Fprintf(&b, "checksum:  %d/~%d rows, %s\n", k.RowsCompared, k.RowsTotal, state)
 	}
 	a := s.Apply
 	fmt.Fprintf(&b, "apply:     %.0f events/s vs incoming %.0f events/s; backlog %d events, %s (%s)",

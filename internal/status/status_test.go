@@ -47,6 +47,7 @@ func (f *fake) Status() Snapshot {
 	eta := 42.0
 	return Snapshot{Table: "`d`.`t`", Alter: "ADD COLUMN c INT", Phase: f.phase, Settings: f.settings,
 		Copy:     Copy{RowsCopied: 500, RowsEstimated: 1000, Percent: 50, RowsPerSecond: 100, ChunkSize: 100},
+		Checksum: &Checksum{RowsCompared: 200, RowsTotal: 500, RowsPerSecond: 40},
 		Apply:    Apply{IncomingPerSecond: 10, AppliedPerSecond: 12, BacklogEvents: 3, BacklogBytes: 2048, Backlog: "draining", AppliedPosition: "mysql-bin.000007:4242"},
 		Replicas: []Replica{{Name: "r1:3306", LagSeconds: &lag}, {Name: "r2:3306", Error: "Access denied", Lagging: true}},
 		Throttle: Throttle{Throttled: true, Reason: "replica lag: r2:3306 unreadable (Access denied)"},
@@ -141,7 +142,7 @@ func TestHTTPEndpoints(t *testing.T) {
 		`recast_phase{phase="copy"} 1`, `recast_phase{phase="done"} 0`, "recast_rows_copied_total 500", "recast_copy_progress_ratio 0.5",
 		`recast_replica_lag_seconds{replica="r1:3306"} 0.25`, `recast_replica_lag_readable{replica="r2:3306"} 0`,
 		"recast_throttled 1", "recast_eta_seconds 42", "recast_backlog_bytes 2048", "recast_copy_threads 2", "recast_max_lag_seconds 1",
-		"# TYPE recast_rows_copied_total counter", "go_goroutines",
+		"# TYPE recast_rows_copied_total counter", "go_goroutines", "recast_checksum_rows_compared_total 200", "recast_checksum_rows_per_second 40",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
