@@ -244,8 +244,10 @@ func (c *checker) buildExprs() {
 			se, ge := table.QuoteIdent(s), table.QuoteIdent(g)
 			if sc.DataType == "float" {
 				// As a double: a FLOAT prints 6 significant digits, and
-				// 1.2345678 compared equal to 1.23457.
-				se, ge = "("+se+" + 0e0)", "("+ge+" + 0e0)"
+				// 1.2345678 compared equal to 1.23457. Times 1e0, not
+				// plus 0e0: -0 + 0 is +0, and a -0 MySQL stores compared
+				// equal to +0 (MariaDB stores every zero as +0).
+				se, ge = "("+se+" * 1e0)", "("+ge+" * 1e0)"
 			}
 			if sc.Charset != "" {
 				se, ge = raw(s, sc.Charset), raw(g, gc.Charset)

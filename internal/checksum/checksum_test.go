@@ -127,26 +127,46 @@ func TestEvenChangesDetected(t *testing.T) {
 // TestTextAndFloatDetected: an emoji made '?' in a utf8mb4 column whose type
 // changed, next to unchanged utf8mb3 columns (relabelled COLLATE
 // utf8mb3_bin, they converted the whole row text to utf8mb3, where the
-// emoji is '?' too), and a FLOAT made another FLOAT with the same 6
-// significant digits, are differences.
+// emoji is '?' too), a FLOAT made another FLOAT with the same 6
+// significant digits, and (on MySQL, which stores it) a FLOAT or DOUBLE
+// zero made -0, are differences. FLOATs were compared as col + 0e0, which
+// is +0 for -0.
 func TestTextAndFloatDetected(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	schema := testutil.NewSchema(t)
 	raw := testutil.DB(t, schema)
 	testutil.Exec(t, raw,
-		"CREATE TABLE src (id INT NOT NULL PRIMARY KEY, a VARCHAR(10) CHARACTER SET utf8mb3 NOT NULL, e VARCHAR(10) CHARACTER SET utf8mb4 NOT NULL, f FLOAT NOT NULL)",
-		"INSERT INTO src VALUES (1, 'x', 'smile 😀', 1), (2, 'y', 'plain', 1.2345678), (3, 'z', 'more', 3)")
+		"CREATE TABLE src (id INT NOT NULL PRIMARY KEY, a VARCHAR(10) CHARACTER SET utf8mb3 NOT NULL, e VARCHAR(10) CHARACTER SET utf8mb4 NOT NULL, f FLOAT NOT NULL, d DOUBLE NOT NULL)",
+		"INSERT INTO src VALUES (1, 'x', 'smile 😀', 1, 1), (2, 'y', 'plain', 1.2345678, 2), (3, 'z', 'more', 3, 0)")
 	db := openPool(ctx, t, schema)
-	for _, c := range []struct{ name, corrupt string }{
-		{"emoji", "UPDATE %s SET e = 'smile ?' WHERE id = 1"},
-		{"float", "UPDATE %s SET f = 1.23457 WHERE id = 2"},
+	srv, err := flavor.Detect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, corrupt string
+		mysqlOnly     bool // MariaDB stores every zero as +0
+	}{
+		{"emoji", "UPDATE %s SET e = 'smile ?' WHERE id = 1", false},
+		{"float", "UPDATE %s SET f = 1.23457 WHERE id = 2", false},
+		{"float_negative_zero", "UPDATE %s SET f = -0e0 WHERE id = 3", true},
+		{"double_negative_zero", "UPDATE %s SET d = -0e0 WHERE id = 3", true},
 	} {
+		if c.mysqlOnly && !srv.MySQL() {
+			continue
+		}
 		ghost := "ghost_" + c.name
 		testutil.Exec(t, raw,
-			"CREATE TABLE "+ghost+" (id INT NOT NULL PRIMARY KEY, a VARCHAR(10) CHARACTER SET utf8mb3 NOT NULL, e VARCHAR(20) CHARACTER SET utf8mb4 NOT NULL, f FLOAT NOT NULL)",
+			"CREATE TABLE "+ghost+" (id INT NOT NULL PRIMARY KEY, a VARCHAR(10) CHARACTER SET utf8mb3 NOT NULL, e VARCHAR(20) CHARACTER SET utf8mb4 NOT NULL, f FLOAT NOT NULL, d DOUBLE NOT NULL)",
 			"INSERT INTO "+ghost+" SELECT * FROM src", fmt.Sprintf(c.corrupt, ghost))
-		res, err := compareTables(ctx, t, db, schema, "src", ghost, []string{"id", "a", "e", "f"})
+		if c.mysqlOnly {
+			var sign float64
+			if err := raw.QueryRowContext(ctx, "SELECT LEAST(ATAN2(f, -1), ATAN2(d, -1)) FROM "+ghost+" WHERE id = 3").Scan(&sign); err != nil || sign > 0 {
+				t.Fatalf("%s: the ghost does not hold -0 (ATAN2 %v, %v): the test's premise", c.name, sign, err)
+			}
+		}
+		res, err := compareTables(ctx, t, db, schema, "src", ghost, []string{"id", "a", "e", "f", "d"})
 		if err != nil {
 			t.Fatalf("%s: checksum: %v (%+v)", c.name, err, res)
 		}

@@ -44,9 +44,13 @@ type Pacer struct {
 	since    int           // probes since the last duty decision
 	decided  time.Time     // when the last decision was made
 	base     time.Duration // baseline: 0 until Begin
-	current  time.Duration // the latency the last decision saw
-	duty     float64
-	began    bool
+	// anchor: the baseline never rises above maxDrift × it: Begin's
+	// baseline, or the first measured with the application active when
+	// Begin's was quiet (0 before Begin).
+	anchor  time.Duration
+	current time.Duration // the latency the last decision saw
+	duty    float64
+	began   bool
 	// chunkEnd: when the copy's last chunk ended (Pause); the duty grows
 	// only while chunks run. lastPause: the pause given after it (near the
 	// floor a thread sleeps seconds between chunks: that is the duty's own
@@ -170,9 +174,22 @@ const (
 	measureSettle = 250 * time.Millisecond
 	measureMin    = 5 // samples a measurement needs to replace the baseline
 	maxRaise      = 1.25
-	rebaseEvery   = time.Minute
-	activeEvery   = 250 * time.Millisecond // how often Active is asked ...
-	idleAfter     = 2 * time.Second        // ... and how long it must say no before the copy runs unpaced
+	// maxDrift: the baseline never rises above maxDrift × the anchor, the
+	// baseline taken with the application active before the copy touched
+	// the server (Begin's, or the first measurement replacing a quiet
+	// one). Each measurement may raise it by maxRaise, and what a 1.25 s
+	// hold does not remove (the applier's writes, which no measurement
+	// holds; pages and redo still being flushed; the replica) came back as
+	// base: on session 32's bench (MySQL 9.7, light load, sysbench at a
+	// fixed rate) seven measurements took it from 1.94 to 3.59 ms, the
+	// copy from 1,000 to 4,800 rows a second, and sysbench's p99 from
+	// ×1.9 in the copy's first minute to ×3.6 in its last 90 s. An
+	// application whose own latency grows for good holds the copy nearer
+	// its floor (--min-copy-rate), which still ends it.
+	maxDrift    = 1.25
+	rebaseEvery = time.Minute
+	activeEvery = 250 * time.Millisecond // how often Active is asked ...
+	idleAfter   = 2 * time.Second        // ... and how long it must say no before the copy runs unpaced
 	// idleMinPolls: Active's answers before the application may be called
 	// idle. Its first answers know little (the binlog's rows are counted
 	// between two polls, a session must be seen twice): on the bench the
@@ -332,12 +349,14 @@ func (p *Pacer) measure(d time.Duration, now time.Time) {
 		last = all
 	}
 	measured := max(percentile(last, 0.9), minBaseline)
-	limited := !p.baseQuiet && p.base > 0 && float64(measured) > maxRaise*float64(p.base)
+	ceiling := time.Duration(maxDrift * float64(p.anchor))
+	limited := !p.baseQuiet && p.base > 0 && (float64(measured) > maxRaise*float64(p.base) || (p.anchor > 0 && measured > ceiling))
 	var base time.Duration
 	if p.baseQuiet || p.base == 0 {
 		// A quiet server's probes are not the application's: replaced whole.
 		p.basePool = append(p.basePool[:0], all...)
 		base = measured
+		p.anchor = base
 	} else {
 		// The p90 of the pool, not of this measurement's probes alone, and
 		// moved by at most maxRaise either way. Taken from the last 500 ms
@@ -351,9 +370,13 @@ func (p *Pacer) measure(d time.Duration, now time.Time) {
 		p.basePool = keepLast(append(p.basePool, last...), baselineKeep)
 		base = max(percentile(p.basePool, 0.9), minBaseline)
 		base = min(max(base, time.Duration(float64(p.base)/maxRaise)), time.Duration(maxRaise*float64(p.base)))
+		if p.anchor > 0 {
+			base = min(base, ceiling)
+		}
 	}
 	if limited {
-		p.cfg.Logger.Debug("pacing: a measurement over the raise limit (its probes left out of the tail's share)", "measured", measured, "was", p.base, "max_raise", maxRaise)
+		p.cfg.Logger.Debug("pacing: a measurement over the raise limit (its probes left out of the tail's share)", "measured", measured, "was", p.base,
+			"max_raise", maxRaise, "ceiling", ceiling)
 	} else if p.baseQuiet {
 		p.baseProbes = append(p.baseProbes[:0], all...) // a quiet server's are not the application's
 	} else {
@@ -447,6 +470,7 @@ func (p *Pacer) Begin(ctx context.Context) {
 		if n >= baselineMin || quiet || time.Now().After(deadline) || ctx.Err() != nil {
 			p.began, p.decided, p.rebased = true, time.Now(), time.Now()
 			p.base, p.baseQuiet = max(percentile(p.before, 0.9), minBaseline), !p.seen
+			p.anchor = p.base // until a quiet one is replaced (measure)
 			p.baseProbes, p.basePool = slices.Clone(p.before), slices.Clone(p.before)
 			base := p.base
 			p.mu.Unlock()

@@ -787,3 +787,71 @@ func TestPacerBaselineNoRatchet(t *testing.T) {
 		t.Errorf("baseline fell to %v (now %v) over 30 measurements of the same latency, want ≥ %v and ≤ %v", lowest, p.base, floor, slow)
 	}
 }
+
+// TestPacerBaselineAnchored: measurements whose probes stay slower than
+// before the copy (its after-effects, the applier's writes, which no
+// measurement holds) raise the baseline by maxRaise each, but never above
+// maxDrift × the baseline taken before the copy: on session 32's bench
+// seven of them took it ×1.85 and the copy's rate ×4.8 under a constant
+// load. A baseline taken on a quiet server is replaced whole, and the
+// replacement is the new anchor.
+func TestPacerBaselineAnchored(t *testing.T) {
+	const before, after = 2 * time.Millisecond, 4 * time.Millisecond
+	run := func(p *Pacer, t0 time.Time, n int, d time.Duration) time.Time {
+		now := t0
+		for m := range n {
+			now = now.Add(rebaseEvery)
+			p.observe(d, now)
+			if !p.measuring {
+				t.Fatalf("measurement %d did not start", m)
+			}
+			for p.measuring {
+				now = now.Add(50 * time.Millisecond)
+				p.observe(d, now)
+			}
+		}
+		return now
+	}
+	p := NewPacer(PacerConfig{Ratio: 1.5, Probe: func(context.Context) error { return nil }})
+	t0 := time.Now()
+	p.probes, p.seen, p.lastActive, p.polled, p.answers = 1, true, t0, true, idleMinPolls
+	for range baselineKeep {
+		p.before = append(p.before, before)
+	}
+	p.Begin(context.Background())
+	if p.base != before || p.anchor != before || p.baseQuiet {
+		t.Fatalf("Begin: baseline %v, anchor %v, quiet %v; want %v, %v, false", p.base, p.anchor, p.baseQuiet, before, before)
+	}
+	p.decided, p.rebased = t0, t0
+	now := run(p, t0, 10, after)
+	if ceiling := time.Duration(maxDrift * float64(before)); p.base > ceiling || p.base >= after || p.base < before {
+		t.Errorf("after 10 measurements at %v the baseline is %v: want between %v and %v (maxDrift over the pre-copy %v)", after, p.base, before, ceiling, before)
+	}
+	// It falls again as the pool fills with faster probes (by maxRaise a
+	// measurement at most).
+	run(p, now, 12, time.Millisecond)
+	if p.base >= before {
+		t.Errorf("after 12 measurements at 1ms the baseline is still %v", p.base)
+	}
+
+	// Quiet: the first measurement with the application replaces the
+	// baseline whole, and anchors it there.
+	q := NewPacer(PacerConfig{Ratio: 1.5, Probe: func(context.Context) error { return nil }})
+	q.probes, q.polled, q.answers = 1, true, idleMinPolls
+	for range baselineKeep {
+		q.before = append(q.before, 500*time.Microsecond)
+	}
+	q.Begin(context.Background())
+	if !q.baseQuiet {
+		t.Fatal("a baseline taken before any application activity is not quiet")
+	}
+	q.seen, q.lastActive, q.decided, q.rebased = true, t0, t0, t0
+	run(q, t0, 1, before)
+	if q.base != before || q.anchor != before {
+		t.Errorf("the quiet baseline replaced: %v, anchor %v; want %v", q.base, q.anchor, before)
+	}
+	run(q, t0.Add(2*rebaseEvery), 10, after)
+	if ceiling := time.Duration(maxDrift * float64(before)); q.base > ceiling || q.base >= after {
+		t.Errorf("re-anchored at %v, the baseline rose to %v (ceiling %v)", before, q.base, ceiling)
+	}
+}
