@@ -138,7 +138,7 @@ func TestTextAndFloatDetected(t *testing.T) {
 	raw := testutil.DB(t, schema)
 	testutil.Exec(t, raw,
 		"CREATE TABLE src (id INT NOT NULL PRIMARY KEY, a VARCHAR(10) CHARACTER SET utf8mb3 NOT NULL, e VARCHAR(10) CHARACTER SET utf8mb4 NOT NULL, f FLOAT NOT NULL, d DOUBLE NOT NULL)",
-		"INSERT INTO src VALUES (1, 'x', 'smile 😀', 1, 1), (2, 'y', 'plain', 1.2345678, 2), (3, 'z', 'more', 3, 0)")
+		"INSERT INTO src VALUES (1, 'x', 'smile 😀', 1, 1), (2, 'y', 'plain', 1.2345678, 2), (3, 'z', 'more', 0, 0)")
 	db := openPool(ctx, t, schema)
 	srv, err := flavor.Detect(ctx, db)
 	if err != nil {
