@@ -484,15 +484,38 @@ func (c *checker) compare(ctx context.Context, todo []chunk) (diff []chunk, n in
 	// last one open-ended, so they cover every key whatever moves), and
 	// finding one costs a scan of ChunkRows keys that would otherwise sit
 	// between two sums.
+	//
+	// The walk ends at the source snapshot's last key: the chunk after it
+	// is open-ended, and holds on both sides only what the snapshots hold.
+	// Boundaries read from the current state past it would follow the
+	// application's inserts, and a paced checksum of 100-row chunks could
+	// trail an application appending faster than it compares for ever.
+	var last []any
+	if todo == nil {
+		order := table.QuoteIdents(c.cfg.KeySource)
+		if len(c.cfg.KeySource) > 0 {
+			desc := make([]string, len(c.cfg.KeySource))
+			for i, k := range c.cfg.KeySource {
+				desc[i] = table.QuoteIdent(k) + " DESC"
+			}
+			order = strings.Join(desc, ", ")
+		}
+		q := dbconn.Tag + "SELECT " + table.KeySelect(c.cfg.Source, c.cfg.KeySource) + " FROM " + c.cfg.Source.QuotedName() +
+			" FORCE INDEX (" + table.QuoteIdent(c.cfg.KeyIndex) + ") ORDER BY " + order + " LIMIT 1"
+		if last, err = table.ScanKey(ctx, srcConn, c.cfg.Source, c.cfg.KeySource, q); err != nil {
+			return nil, 0, 0, 0, fmt.Errorf("checksum: the last key of %s: %w", c.cfg.Source.QuotedName(), err)
+		}
+	}
 	walkCtx, stopWalk := context.WithCancel(ctx)
 	defer stopWalk()
-	// The walker reads one boundary ahead: a chunk's size follows the
-	// sums before it (sizeFor) with a delay of two chunks at most.
+	// The walker holds up to two boundaries ahead (one sent, one waiting
+	// to be): a chunk's size follows the sums before it (sizeFor) with a
+	// delay of two chunks at most.
 	chunks := make(chan chunk, 1)
 	walkErr := make(chan error, 1)
 	go func() {
 		defer close(chunks)
-		next := c.walker(todo)
+		next := c.walker(todo, last)
 		for {
 			ch, ok, err := next(walkCtx)
 			if err != nil || !ok {
@@ -666,8 +689,10 @@ func sizeFor(last, rows int64, slowest time.Duration, gentle bool, target time.D
 }
 
 // walker yields the chunks: the given ones, or consecutive key ranges of
-// c.size rows of the source (read from its current state, from the pool).
-func (c *checker) walker(todo []chunk) func(context.Context) (chunk, bool, error) {
+// c.size rows of the source (read from its current state, from the pool)
+// up to last (the snapshot's last key; nil: none), then the open-ended one
+// after them.
+func (c *checker) walker(todo []chunk, last []any) func(context.Context) (chunk, bool, error) {
 	if todo != nil {
 		i := 0
 		return func(context.Context) (chunk, bool, error) {
@@ -685,7 +710,11 @@ func (c *checker) walker(todo []chunk) func(context.Context) (chunk, bool, error
 		if done {
 			return chunk{}, false, nil
 		}
-		where, args := table.RangeWhere(c.cfg.KeySource, lo, nil)
+		if last == nil {
+			done = true
+			return chunk{lo: lo}, true, nil // an empty snapshot: one open-ended chunk
+		}
+		where, args := table.RangeWhere(c.cfg.KeySource, lo, last)
 		q := dbconn.Tag + "SELECT " + table.KeySelect(c.cfg.Source, c.cfg.KeySource) + " FROM " + c.cfg.Source.QuotedName() +
 			" FORCE INDEX (" + table.QuoteIdent(c.cfg.KeyIndex) + ") WHERE " + where +
 			" ORDER BY " + order + fmt.Sprintf(" LIMIT 1 OFFSET %d", max(c.size.Load(), 1)-1)

@@ -224,22 +224,30 @@ func (c *Control) pace(ctx context.Context, took time.Duration, rows int64) erro
 // checksumPace is the checksum's Pace hook (checksum.Config.Pace): the
 // pause after a chunk whose sums took took, --nice-ratio's or the pacer's,
 // the latter no longer than what keeps the checksum at ChecksumFloorFactor
-// × --min-copy-rate rows a second. --max-copy-rate counts copied rows and
-// does not apply. Without a pacer the checksum runs unpaced.
+// × --min-copy-rate rows a second, and never under MinChecksumRate.
+// --max-copy-rate counts copied rows and does not apply. Without a pacer
+// only --nice-ratio's sleep applies.
 func (c *Control) checksumPace(ctx context.Context, took time.Duration, rows int64) error {
 	c.mu.Lock()
 	d := niceSleep(took, c.niceRatio)
-	floor := c.minRate * ChecksumFloorFactor
+	floor := max(c.minRate*ChecksumFloorFactor, MinChecksumRate)
 	c.mu.Unlock()
 	if p := c.pacer(); p != nil {
 		pd := p.PauseFor(took)
-		if floor > 0 && !p.State().Measuring {
+		if !p.State().Measuring {
 			pd = min(pd, floorPause(rows, took, 1, floor))
 		}
 		d = max(d, pd)
 	}
 	return throttle.Sleep(ctx, d)
 }
+
+// MinChecksumRate: the pacer never slows the checksum below this many rows
+// a second, even with --min-copy-rate 0. The checksum holds two REPEATABLE
+// READ snapshots open while it runs, and every change the application
+// commits meanwhile stays in the undo log until they end (1M rows: at most
+// about 17 minutes).
+const MinChecksumRate = 1000
 
 // ChecksumFloorFactor: the checksum's floor is this many times
 // --min-copy-rate. A compared row costs the server far less than a copied

@@ -409,6 +409,11 @@ func (r *copyRun) checksum() error {
 		return nil
 	}
 	r.ctl.setPhase(status.PhaseChecksum)
+	if p := r.ctl.pacer(); p != nil {
+		// A run resumed after its copy has not begun pacing: the
+		// checksum is paced too (once begun, Begin returns at once).
+		p.Begin(r.runCtx)
+	}
 	cs, err := checksum.Run(r.runCtx, m.db, checksum.Config{
 		Source: m.source, Ghost: plan.Ghost,
 		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan), SourceExprs: plan.CopyExprs,

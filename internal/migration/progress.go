@@ -99,7 +99,11 @@ func Line(s status.Snapshot) string {
 	if paced && s.Pace.AppIdle {
 		b.WriteString(" | paced: application idle, full speed")
 	} else if paced && s.Pace.Measuring {
-		b.WriteString(" | paced: copy held ~1s to measure the probe's baseline")
+		what := "copy"
+		if s.Phase == status.PhaseChecksum {
+			what = "checksum"
+		}
+		b.WriteString(" | paced: " + what + " held ~1s to measure the probe's baseline")
 	} else if paced {
 		fmt.Fprintf(&b, " | paced: duty %s (probe %s, %s before; chunks %s)", dutyText(s.Pace.Duty),
 			time.Duration(s.Pace.CurrentSeconds*float64(time.Second)).Round(10*time.Microsecond),

@@ -174,10 +174,10 @@ const (
 	measureSettle = 250 * time.Millisecond
 	measureMin    = 5 // samples a measurement needs to replace the baseline
 	maxRaise      = 1.25
-	// maxDrift: the baseline never rises above maxDrift × the anchor, the
-	// baseline taken with the application active before the copy touched
-	// the server (Begin's, or the first measurement replacing a quiet
-	// one). Each measurement may raise it by maxRaise, and what a 1.25 s
+	// maxDrift: the baseline never rises above maxDrift × the anchor:
+	// Begin's baseline, taken before the copy, or, when that one was taken
+	// on a quiet server, the first measurement with the application
+	// active (the copy held, but after a stretch of unpaced copying). Each measurement may raise it by maxRaise, and what a 1.25 s
 	// hold does not remove (the applier's writes, which no measurement
 	// holds; pages and redo still being flushed; the replica) came back as
 	// base: on session 32's bench (MySQL 9.7, light load, sysbench at a
@@ -460,11 +460,16 @@ func (p *Pacer) idleAt(now time.Time) bool {
 
 // Begin ends the baseline (waiting, at most baselineWait, for baselineMin
 // probes, or baselineQuietMin once Active has called the application
-// idle): call it just before the copy starts.
+// idle): call it just before the copy starts (a run resumed after its copy,
+// before the checksum). Once begun, it returns at once.
 func (p *Pacer) Begin(ctx context.Context) {
 	deadline := time.Now().Add(baselineWait)
 	for {
 		p.mu.Lock()
+		if p.began {
+			p.mu.Unlock()
+			return
+		}
 		n := len(p.before)
 		quiet := n >= baselineQuietMin && p.idleAt(time.Now())
 		if n >= baselineMin || quiet || time.Now().After(deadline) || ctx.Err() != nil {

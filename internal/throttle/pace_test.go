@@ -827,6 +827,13 @@ func TestPacerBaselineAnchored(t *testing.T) {
 	if ceiling := time.Duration(maxDrift * float64(before)); p.base > ceiling || p.base >= after || p.base < before {
 		t.Errorf("after 10 measurements at %v the baseline is %v: want between %v and %v (maxDrift over the pre-copy %v)", after, p.base, before, ceiling, before)
 	}
+	// Begun, Begin returns at once and keeps the baseline (the checksum
+	// calls it for a run resumed after its copy).
+	was := p.base
+	p.Begin(context.Background())
+	if p.base != was {
+		t.Errorf("Begin again reset the baseline from %v to %v", was, p.base)
+	}
 	// It falls again as the pool fills with faster probes (by maxRaise a
 	// measurement at most).
 	run(p, now, 12, time.Millisecond)
@@ -851,7 +858,7 @@ func TestPacerBaselineAnchored(t *testing.T) {
 		t.Errorf("the quiet baseline replaced: %v, anchor %v; want %v", q.base, q.anchor, before)
 	}
 	run(q, t0.Add(2*rebaseEvery), 10, after)
-	if ceiling := time.Duration(maxDrift * float64(before)); q.base > ceiling || q.base >= after {
+	if ceiling := time.Duration(maxDrift * float64(before)); q.base > ceiling || q.base >= after || q.base < before {
 		t.Errorf("re-anchored at %v, the baseline rose to %v (ceiling %v)", before, q.base, ceiling)
 	}
 }
