@@ -125,40 +125,35 @@ func (m *Meter) Rates() Rates {
 
 // copyAvg is Rates.CopyAvg over readings (oldest first).
 func copyAvg(readings []Reading) float64 {
-	n := len(readings)
-	last := readings[n-1]
-	if last.Phase != PhaseCopy {
-		return 0
-	}
-	i := n - 1
-	for i > 0 && readings[i-1].Phase == PhaseCopy && readings[i-1].Regime == last.Regime && last.At.Sub(readings[i-1].At) <= ETAWindow {
-		i--
-	}
-	first := readings[i]
-	dt := last.At.Sub(first.At)
-	if dt < RateWindow || last.Rows < first.Rows {
-		return 0
-	}
-	return float64(last.Rows-first.Rows) / dt.Seconds()
+	last := readings[len(readings)-1]
+	return phaseAvg(readings, PhaseCopy, func(r Reading) bool { return r.Regime == last.Regime }, func(r Reading) int64 { return r.Rows })
 }
 
 // checkedAvg is Rates.Checked over readings (oldest first).
 func checkedAvg(readings []Reading) float64 {
+	return phaseAvg(readings, PhaseChecksum, func(Reading) bool { return true }, func(r Reading) int64 { return r.Checked })
+}
+
+// phaseAvg is count's rate over the last ETAWindow of the readings (oldest
+// first) that are in phase and alike (same), up to the last one; 0 when
+// the last is not in phase, they span less than RateWindow, or count did
+// not grow.
+func phaseAvg(readings []Reading, phase string, same func(Reading) bool, count func(Reading) int64) float64 {
 	n := len(readings)
 	last := readings[n-1]
-	if last.Phase != PhaseChecksum {
+	if last.Phase != phase {
 		return 0
 	}
 	i := n - 1
-	for i > 0 && readings[i-1].Phase == PhaseChecksum && last.At.Sub(readings[i-1].At) <= ETAWindow {
+	for i > 0 && readings[i-1].Phase == phase && same(readings[i-1]) && last.At.Sub(readings[i-1].At) <= ETAWindow {
 		i--
 	}
 	first := readings[i]
 	dt := last.At.Sub(first.At)
-	if dt < RateWindow || last.Checked <= first.Checked {
+	if dt < RateWindow || count(last) <= count(first) {
 		return 0
 	}
-	return float64(last.Checked-first.Checked) / dt.Seconds()
+	return float64(count(last)-count(first)) / dt.Seconds()
 }
 
 // History is the readings as GET /history's samples; percent gives the
