@@ -177,7 +177,8 @@ const (
 	// maxDrift: the baseline never rises above maxDrift × the anchor:
 	// Begin's baseline, taken before the copy, or, when that one was taken
 	// on a quiet server, the first measurement with the application
-	// active (the copy held, but after a stretch of unpaced copying). Each measurement may raise it by maxRaise, and what a 1.25 s
+	// active (the copy held, but after a stretch of unpaced copying).
+	// Each measurement may raise it by maxRaise, and what a 1.25 s
 	// hold does not remove (the applier's writes, which no measurement
 	// holds; pages and redo still being flushed; the replica) came back as
 	// base: on session 32's bench (MySQL 9.7, light load, sysbench at a
