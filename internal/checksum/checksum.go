@@ -492,17 +492,7 @@ func (c *checker) compare(ctx context.Context, todo []chunk) (diff []chunk, n in
 	// trail an application appending faster than it compares for ever.
 	var last []any
 	if todo == nil {
-		order := table.QuoteIdents(c.cfg.KeySource)
-		if len(c.cfg.KeySource) > 0 {
-			desc := make([]string, len(c.cfg.KeySource))
-			for i, k := range c.cfg.KeySource {
-				desc[i] = table.QuoteIdent(k) + " DESC"
-			}
-			order = strings.Join(desc, ", ")
-		}
-		q := dbconn.Tag + "SELECT " + table.KeySelect(c.cfg.Source, c.cfg.KeySource) + " FROM " + c.cfg.Source.QuotedName() +
-			" FORCE INDEX (" + table.QuoteIdent(c.cfg.KeyIndex) + ") ORDER BY " + order + " LIMIT 1"
-		if last, err = table.ScanKey(ctx, srcConn, c.cfg.Source, c.cfg.KeySource, q); err != nil {
+		if last, err = table.HighestKey(ctx, srcConn, c.cfg.Source, c.cfg.KeySource, c.cfg.KeyIndex); err != nil {
 			return nil, 0, 0, 0, fmt.Errorf("checksum: the last key of %s: %w", c.cfg.Source.QuotedName(), err)
 		}
 	}

@@ -610,11 +610,9 @@ func (c *Copier) selectList() string {
 // highestKey reads the source's highest key now: the copy's upper bound
 // (every row above it is the applier's alone). nil: the table is empty.
 func (c *Copier) highestKey(ctx context.Context) ([]any, error) {
-	src := c.cfg.Source.QuotedName()
-	hi, err := c.scanKey(ctx, dbconn.Tag+"SELECT "+table.KeySelect(c.cfg.Source, c.cfg.KeyColumns)+" FROM "+src+
-		" FORCE INDEX ("+table.QuoteIdent(c.cfg.KeyIndex)+") ORDER BY "+desc(c.cfg.KeyColumns)+" LIMIT 1")
+	hi, err := table.HighestKey(ctx, c.db, c.cfg.Source, c.cfg.KeyColumns, c.cfg.KeyIndex)
 	if err != nil {
-		return nil, fmt.Errorf("copy: read the highest key of %s: %w", src, err)
+		return nil, fmt.Errorf("copy: read the highest key of %s: %w", c.cfg.Source.QuotedName(), err)
 	}
 	return hi, nil
 }
@@ -642,12 +640,4 @@ func quoteAll(cols []string) []string {
 		out[i] = table.QuoteIdent(c)
 	}
 	return out
-}
-
-func desc(cols []string) string {
-	q := quoteAll(cols)
-	for i := range q {
-		q[i] += " DESC"
-	}
-	return strings.Join(q, ", ")
 }

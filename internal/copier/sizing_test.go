@@ -231,9 +231,3 @@ func TestAwait(t *testing.T) {
 		t.Errorf("SetThreads(MaxThreads+1) gave %d threads", threads)
 	}
 }
-
-func TestQuoting(t *testing.T) {
-	if got := desc([]string{"a", "b`c"}); got != "`a` DESC, `b``c` DESC" {
-		t.Errorf("desc = %q", got)
-	}
-}

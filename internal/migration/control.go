@@ -198,23 +198,21 @@ func (c *Control) throttleWait(ctx context.Context) error {
 
 // pace is the copier's Pace hook: the sleep after a chunk of rows rows that
 // took took, the longest of --nice-ratio's, the pacer's
-// (--max-latency-ratio) and --max-copy-rate's (while it applies:
+// (--max-latency-ratio; pacedPause) and --max-copy-rate's (while it applies:
 // rateCapped).
 func (c *Control) pace(ctx context.Context, took time.Duration, rows int64) error {
 	c.mu.Lock()
-	d := niceSleep(took, c.niceRatio)
 	c.pushChunkTime()
 	capped := c.rateCapped()
 	floor, cp := c.minRate, c.cp
 	c.mu.Unlock()
-	if p := c.pacer(); p != nil {
-		pd := p.PauseFor(took)
-		if floor > 0 && cp != nil && !p.State().Measuring {
-			threads, _, _, _ := cp.Settings()
-			pd = min(pd, floorPause(rows, took, threads, floor))
-		}
-		d = max(d, pd)
+	threads := 0
+	if cp != nil {
+		threads, _, _, _ = cp.Settings()
+	} else {
+		floor = 0
 	}
+	d := c.pacedPause(took, rows, threads, floor)
 	if capped {
 		d = max(d, c.rateCap.PauseFor(rows, took, time.Now()))
 	}
@@ -222,24 +220,35 @@ func (c *Control) pace(ctx context.Context, took time.Duration, rows int64) erro
 }
 
 // checksumPace is the checksum's Pace hook (checksum.Config.Pace): the
-// pause after a chunk whose sums took took, --nice-ratio's or the pacer's,
-// the latter no longer than what keeps the checksum at ChecksumFloorFactor
-// × --min-copy-rate rows a second, and never under MinChecksumRate.
-// --max-copy-rate counts copied rows and does not apply. Without a pacer
-// only --nice-ratio's sleep applies.
+// pause after a chunk whose sums took took (pacedPause), the pacer's no
+// longer than what keeps the checksum at ChecksumFloorFactor ×
+// --min-copy-rate rows a second, and never under MinChecksumRate.
+// --max-copy-rate counts copied rows and does not apply.
 func (c *Control) checksumPace(ctx context.Context, took time.Duration, rows int64) error {
 	c.mu.Lock()
-	d := niceSleep(took, c.niceRatio)
 	floor := max(c.minRate*ChecksumFloorFactor, MinChecksumRate)
+	c.mu.Unlock()
+	return throttle.Sleep(ctx, c.pacedPause(took, rows, 1, floor))
+}
+
+// pacedPause is the pause after a piece of work of rows rows that took
+// took, done by one of threads threads: the longer of --nice-ratio's sleep
+// and the pacer's, the pacer's no longer than what keeps the threads
+// together at floor rows a second (floorPause; 0: no floor; none while the
+// pacer holds the work to measure its baseline). Without a pacer, only
+// --nice-ratio's.
+func (c *Control) pacedPause(took time.Duration, rows int64, threads int, floor float64) time.Duration {
+	c.mu.Lock()
+	d := niceSleep(took, c.niceRatio)
 	c.mu.Unlock()
 	if p := c.pacer(); p != nil {
 		pd := p.PauseFor(took)
-		if !p.State().Measuring {
-			pd = min(pd, floorPause(rows, took, 1, floor))
+		if floor > 0 && !p.State().Measuring {
+			pd = min(pd, floorPause(rows, took, threads, floor))
 		}
 		d = max(d, pd)
 	}
-	return throttle.Sleep(ctx, d)
+	return d
 }
 
 // MinChecksumRate: the pacer never slows the checksum below this many rows
@@ -258,14 +267,11 @@ const MinChecksumRate = 1000
 const ChecksumFloorFactor = 10
 
 // checksumGentle is the checksum's Gentle hook: the application is to be
-// spared while the pacer holds the copy back or --max-copy-rate applies.
+// spared while the copy would run short chunks (holdingBack).
 func (c *Control) checksumGentle() bool {
-	if p := c.pacer(); p != nil && p.Holding() {
-		return true
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.rateCapped()
+	return c.holdingBack()
 }
 
 // checksumProgress is the checksum's Progress hook.
@@ -309,6 +315,13 @@ func (c *Control) rateCapped() bool {
 // same wall time (docs/benchmarks.md).
 const PacedChunkTime = 10 * time.Millisecond
 
+// holdingBack tells whether the copy is held back now, the application to
+// be spared: the pacer holds it (the application active) or --max-copy-rate
+// applies; c.mu is held.
+func (c *Control) holdingBack() bool {
+	return (c.thr != nil && c.thr.Pacer() != nil && c.thr.Pacer().Holding()) || c.rateCapped()
+}
+
 // pushChunkTime gives the copier the chunk time to aim at: --chunk-time,
 // or PacedChunkTime while the copy is paced or rate-capped; c.mu is held.
 func (c *Control) pushChunkTime() {
@@ -316,7 +329,7 @@ func (c *Control) pushChunkTime() {
 		return
 	}
 	want := c.chunkTime
-	if (c.thr != nil && c.thr.Pacer() != nil && c.thr.Pacer().Holding()) || c.rateCapped() {
+	if c.holdingBack() {
 		want = min(want, PacedChunkTime)
 	}
 	if want != c.copyChunkTime {

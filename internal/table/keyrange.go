@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/recast-osc/recast/internal/dbconn"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,6 +67,23 @@ func KeySelect(t *Table, cols []string) string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// HighestKey reads t's highest key of cols (the index index's order) through
+// q: the current state on a pool, a snapshot's on a connection holding one.
+// nil: no row.
+func HighestKey(ctx context.Context, q Querier, t *Table, cols []string, index string) ([]any, error) {
+	return ScanKey(ctx, q, t, cols, dbconn.Tag+"SELECT "+KeySelect(t, cols)+" FROM "+t.QuotedName()+
+		" FORCE INDEX ("+QuoteIdent(index)+") ORDER BY "+DescOrder(cols)+" LIMIT 1")
+}
+
+// DescOrder renders an ORDER BY list of cols, each descending.
+func DescOrder(cols []string) string {
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = QuoteIdent(c) + " DESC"
+	}
+	return strings.Join(q, ", ")
 }
 
 // ScanKey runs a query returning one row of key values (of t's columns

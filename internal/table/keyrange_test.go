@@ -105,3 +105,9 @@ func TestGeneratedExtra(t *testing.T) {
 		}
 	}
 }
+
+func TestDescOrder(t *testing.T) {
+	if got := DescOrder([]string{"a", "b`c"}); got != "`a` DESC, `b``c` DESC" {
+		t.Errorf("desc = %q", got)
+	}
+}
