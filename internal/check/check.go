@@ -229,7 +229,7 @@ func Run(ctx context.Context, in *Input) error {
 
 // serverVars are the variables the checks read.
 var serverVars = []string{"log_bin", "binlog_format", "binlog_row_image", "log_bin_compress", "version", "version_comment",
-	"binlog_transaction_compression", "binlog_row_value_options"} // the last two: MySQL
+	"sql_mode", "binlog_transaction_compression", "binlog_row_value_options"} // the last two: MySQL
 
 // loadServer reads the version and the GLOBAL and SESSION values of serverVars.
 func (in *Input) loadServer(ctx context.Context) error {

@@ -53,6 +53,7 @@ func TestChecks(t *testing.T) {
 		keywords []string
 		mariadb  bool // the setup uses MariaDB-only features (sequences, system versioning)
 		mysql    bool // the refusal is MySQL's only
+		lax      bool // recast's session (the server's sql_mode) not strict
 	}{
 		{name: "passes", check: ""},
 		{name: "table missing", table: "nosuch", check: "table", keywords: []string{"table `", "nosuch` does not exist", "check --database and --table"}},
@@ -121,6 +122,22 @@ func TestChecks(t *testing.T) {
 		{name: "new column with old", alter: "ADD COLUMN z INT NOT NULL DEFAULT 0, ADD UNIQUE KEY uz (z, a)", check: "unique", keywords: []string{"unique key `uz`", "a='dup' appears 2 times"}},
 		{name: "new auto_increment", setup: []string{"ALTER TABLE t DROP PRIMARY KEY, ADD UNIQUE KEY (id)"}, alter: "ADD COLUMN z INT NOT NULL AUTO_INCREMENT, ADD PRIMARY KEY (z)"},
 		{name: "new nullable column", alter: "ADD COLUMN z INT NULL, ADD UNIQUE KEY uz (z)"},
+		{name: "key rounds datetime", setup: []string{"CREATE TABLE kt (id INT NOT NULL, ts DATETIME(6) NOT NULL, PRIMARY KEY (id, ts))"}, table: "kt",
+			alter: "MODIFY ts DATETIME NOT NULL", check: "key-type",
+			keywords: []string{"column `ts` of the new table's PRIMARY KEY (`id`, `ts`) datetime (was datetime(6))", "rounds fractional seconds to 0 digits", "two rows could become one"}},
+		{name: "key fsp widened", setup: []string{"CREATE TABLE kt (id INT NOT NULL, ts DATETIME(3) NOT NULL, PRIMARY KEY (id, ts))"}, table: "kt",
+			alter: "MODIFY ts DATETIME(6) NOT NULL, MODIFY id BIGINT NOT NULL"},
+		{name: "unique decimal rounds", setup: []string{"ALTER TABLE t ADD COLUMN d DECIMAL(10,4) NULL, ADD UNIQUE KEY ud (d)"},
+			alter: "MODIFY d DECIMAL(10,2) NULL", check: "key-type", keywords: []string{"unique key `ud` (`d`) decimal(10,2) (was decimal(10,4))", "rounds its values to 2 decimals"}},
+		{name: "unique decimal widened", setup: []string{"ALTER TABLE t ADD COLUMN d DECIMAL(10,2) NULL, ADD UNIQUE KEY ud (d)"}, alter: "MODIFY d DECIMAL(14,4) NULL"},
+		{name: "key bigint to double", setup: []string{"CREATE TABLE kd (id BIGINT NOT NULL PRIMARY KEY, x INT)"}, table: "kd",
+			alter: "MODIFY id DOUBLE NOT NULL", check: "key-type", keywords: []string{"PRIMARY KEY (`id`) double (was bigint", "DOUBLE's 53-bit precision"}},
+		{name: "key int to double", setup: []string{"CREATE TABLE kd (id INT NOT NULL PRIMARY KEY, x INT)"}, table: "kd", alter: "MODIFY id DOUBLE NOT NULL"},
+		{name: "unique text to number", setup: []string{"CREATE TABLE st (id INT NOT NULL PRIMARY KEY, code VARCHAR(10) NOT NULL, UNIQUE KEY uc (code))", "INSERT INTO st VALUES (1, '01'), (2, '1')"},
+			table: "st", alter: "MODIFY code INT NOT NULL", check: "key-type", keywords: []string{"unique key `uc` (`code`) int", "reads text as a number or a date"}},
+		{name: "key narrowed, strict", setup: []string{"CREATE TABLE kn (id BIGINT NOT NULL PRIMARY KEY, x INT)", "INSERT INTO kn VALUES (1, 1)"}, table: "kn", alter: "MODIFY id INT NOT NULL"},
+		{name: "key narrowed, not strict", setup: []string{"CREATE TABLE kn (id BIGINT NOT NULL PRIMARY KEY, x INT)", "INSERT INTO kn VALUES (1, 1)"}, table: "kn", alter: "MODIFY id INT NOT NULL",
+			lax: true, check: "key-type", keywords: []string{"narrower range clamps values", "not strict"}},
 		{name: "fulltext: checked later", setup: []string{"CREATE TABLE ft (id INT PRIMARY KEY, body TEXT, FULLTEXT KEY (body))"}, table: "ft", alter: "ADD COLUMN x INT"},
 		{name: "set-vars global-only", mod: func(in *Input) { in.Conn.SetVars = map[string]string{"max_connections": "5"} },
 			check: "set-vars", keywords: []string{"max_connections is global-only"}},
@@ -150,6 +167,16 @@ func TestChecks(t *testing.T) {
 				alter = "FORCE"
 			}
 			in := newInput(t, schema, tbl, alter)
+			if tc.lax {
+				cfg := in.Conn
+				cfg.SQLMode = "NO_ENGINE_SUBSTITUTION"
+				lax, err := dbconn.Open(ctxFor(t), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { lax.Close() })
+				in.DB, in.Conn = lax, cfg
+			}
 			if tc.mod != nil {
 				tc.mod(in)
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/table"
 )
 
 func TestOrder(t *testing.T) {
@@ -21,7 +22,7 @@ func TestOrder(t *testing.T) {
 		orders[c.Order] = true
 	}
 	want := []string{"set-vars", "binlog", "privileges", "table", "system-versioning", "alter", "triggers",
-		"foreign-keys", "check-constraint-names", "data-directory", "lock", "helper-tables", "chunk-key", "not-null", "narrowing", "number-text", "numeric-range", "unique"}
+		"foreign-keys", "check-constraint-names", "data-directory", "lock", "helper-tables", "chunk-key", "not-null", "narrowing", "number-text", "numeric-range", "key-type", "unique"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("checks run in order\n%v\nwant\n%v", got, want)
 	}
@@ -276,6 +277,67 @@ func TestPlacedIn(t *testing.T) {
 		got, err := placedIn(create)
 		if err != nil || got != want {
 			t.Errorf("placedIn(%q) = %q, %v; want %q", create, got, err, want)
+		}
+	}
+}
+
+// TestKeyConversion: which conversions of a unique key's column keep values
+// one to one (""), and the reason given for the others.
+func TestKeyConversion(t *testing.T) {
+	col := func(dataType, columnType string) table.Column {
+		c := table.Column{DataType: dataType, ColumnType: columnType, Unsigned: strings.Contains(columnType, "unsigned")}
+		if table.IsStringType(dataType) && !table.IsBinaryType(dataType) {
+			c.Charset, c.Collation = "utf8mb4", "utf8mb4_bin"
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		from, to [2]string
+		lax      bool
+		want     string // "" or a part of the reason
+	}{
+		{[2]string{"int", "int(11)"}, [2]string{"bigint", "bigint(20)"}, false, ""},
+		{[2]string{"int", "int unsigned"}, [2]string{"bigint", "bigint"}, true, ""},
+		{[2]string{"bigint", "bigint"}, [2]string{"int", "int"}, false, ""},
+		{[2]string{"bigint", "bigint"}, [2]string{"int", "int"}, true, "narrower range clamps"},
+		{[2]string{"int", "int"}, [2]string{"int", "int unsigned"}, true, "narrower range clamps"},
+		{[2]string{"int", "int"}, [2]string{"decimal", "decimal(10,0)"}, true, ""},
+		{[2]string{"int", "int"}, [2]string{"decimal", "decimal(9,0)"}, true, "narrower range"},
+		{[2]string{"decimal", "decimal(10,2)"}, [2]string{"decimal", "decimal(12,4)"}, true, ""},
+		{[2]string{"decimal", "decimal(10,4)"}, [2]string{"decimal", "decimal(10,2)"}, false, "rounds its values to 2 decimals"},
+		{[2]string{"decimal", "decimal(10,2)"}, [2]string{"bigint", "bigint"}, false, "rounds its values to 0 decimals"},
+		{[2]string{"decimal", "decimal(10,2)"}, [2]string{"double", "double"}, false, "DOUBLE's 53-bit"},
+		{[2]string{"mediumint", "mediumint unsigned"}, [2]string{"float", "float"}, false, ""},
+		{[2]string{"int", "int"}, [2]string{"float", "float"}, false, "FLOAT's 24-bit"},
+		{[2]string{"int", "int unsigned"}, [2]string{"double", "double"}, false, ""},
+		{[2]string{"bigint", "bigint"}, [2]string{"real", "double"}, false, "DOUBLE's 53-bit"},
+		{[2]string{"bigint", "bigint"}, [2]string{"varchar", "varchar(30)"}, false, ""},
+		{[2]string{"int", "int"}, [2]string{"datetime", "datetime"}, false, "otherwise than one to one"},
+		{[2]string{"int", "int"}, [2]string{"year", "year"}, false, "otherwise than one to one"},
+		{[2]string{"year", "year(4)"}, [2]string{"smallint", "smallint"}, false, ""},
+		{[2]string{"year", "year"}, [2]string{"date", "date"}, false, "years otherwise"},
+		{[2]string{"datetime", "datetime(6)"}, [2]string{"datetime", "datetime"}, false, "rounds fractional seconds to 0 digits"},
+		{[2]string{"datetime", "datetime(3)"}, [2]string{"datetime", "datetime(6)"}, false, ""},
+		{[2]string{"timestamp", "timestamp(6)"}, [2]string{"datetime", "datetime(2)"}, false, "to 2 digits"},
+		{[2]string{"datetime", "datetime"}, [2]string{"timestamp", "timestamp"}, false, ""},
+		{[2]string{"time", "time(3)"}, [2]string{"time", "time(1)"}, false, "to 1 digits"},
+		{[2]string{"date", "date"}, [2]string{"datetime", "datetime"}, false, ""},
+		{[2]string{"datetime", "datetime"}, [2]string{"date", "date"}, false, "dates and times otherwise"},
+		{[2]string{"time", "time"}, [2]string{"datetime", "datetime"}, false, "dates and times otherwise"},
+		{[2]string{"datetime", "datetime"}, [2]string{"varchar", "varchar(30)"}, false, "dates and times otherwise"},
+		{[2]string{"varchar", "varchar(10)"}, [2]string{"int", "int"}, false, "reads text as a number"},
+		{[2]string{"varbinary", "varbinary(10)"}, [2]string{"date", "date"}, false, "reads text as a number or a date"},
+		{[2]string{"varchar", "varchar(10)"}, [2]string{"varchar", "varchar(20)"}, false, ""},
+		{[2]string{"enum", "enum('a','b')"}, [2]string{"tinyint", "tinyint"}, false, ""},
+		{[2]string{"float", "float"}, [2]string{"float", "float"}, false, ""},
+		{[2]string{"float", "float"}, [2]string{"double", "double"}, false, "otherwise than one to one"},
+		{[2]string{"float", "float"}, [2]string{"float", "float(7,4)"}, false, "otherwise than one to one"},
+		{[2]string{"bit", "bit(8)"}, [2]string{"bit", "bit(8)"}, false, ""},
+		{[2]string{"bit", "bit(8)"}, [2]string{"bit", "bit(4)"}, false, "otherwise than one to one"},
+	} {
+		got := KeyConversion(col(tc.from[0], tc.from[1]), col(tc.to[0], tc.to[1]), !tc.lax)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s -> %s (lax %v): %q, want %q", tc.from[1], tc.to[1], tc.lax, got, tc.want)
 		}
 	}
 }

@@ -1,0 +1,170 @@
+package check
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/recast-osc/recast/internal/dbconn"
+	"github.com/recast-osc/recast/internal/table"
+)
+
+func init() {
+	Register(Check{Name: "key-type", Order: 118, CopyOnly: true, Run: checkKeyType})
+}
+
+// checkKeyType refuses an ALTER that gives a column of one of the new
+// table's unique keys (its PRIMARY KEY included) a type into which the old
+// values do not convert one to one: a DATETIME(6) made DATETIME, a DECIMAL
+// given fewer decimals, a BIGINT made DOUBLE, text made a number. Two rows
+// can then become one: the server's own ALTER stops on the duplicate, but
+// the copy's INSERT IGNORE keeps one of them and the applier's REPLACE
+// overwrites one with the other. And the applier finds a row of the new
+// table by the old value from the binlog: '10:00:00.4' no longer equals the
+// stored '10:00:00', so a DELETE misses its row, which stays. The checks
+// "unique" and "numeric-range" see the rows the table holds now, not the
+// ones the application writes during the copy.
+//
+// String to string conversions are the concern of "unique" (collations),
+// "narrowing" and the chunk key's rules (ddl.SharedKey); a number made text
+// is matched as text (the applier's key template).
+func checkKeyType(_ context.Context, in *Input) error {
+	if in.Ghost == nil {
+		return nil
+	}
+	toSource := map[string]string{}
+	for _, p := range in.Pairs {
+		toSource[strings.ToLower(p.Ghost)] = p.Source
+	}
+	mode := in.Session["sql_mode"]
+	strict := dbconn.HasMode(mode, "STRICT_TRANS_TABLES") || dbconn.HasMode(mode, "STRICT_ALL_TABLES")
+	for _, uk := range in.GhostUnique {
+		for _, g := range uk.Columns {
+			src, ok := toSource[strings.ToLower(g)]
+			gi := in.Ghost.ColumnIndex(g)
+			if !ok || gi < 0 {
+				continue // a new or generated column
+			}
+			sc := in.Source.Columns[in.Source.ColumnIndex(src)]
+			gc := in.Ghost.Columns[gi]
+			why := KeyConversion(sc, gc, strict)
+			if why == "" {
+				continue
+			}
+			desc := fmt.Sprintf("unique key %s (%s)", table.QuoteIdent(uk.Name), names(uk.Columns))
+			if uk.Name == "PRIMARY" {
+				desc = fmt.Sprintf("PRIMARY KEY (%s)", names(uk.Columns))
+			}
+			return refusef("keep the key column's type (precision, scale, range), change it in a separate native ALTER, or leave the column out of the key",
+				"the ALTER makes column %s of the new table's %s %s (was %s), %s: two rows could become one, and a change found by the old value would miss its row",
+				table.QuoteIdent(gc.Name), desc, gc.ColumnType, sc.ColumnType, why)
+		}
+	}
+	return nil
+}
+
+// KeyConversion returns why a value of column sc does not convert one to
+// one into column gc ("" when it does): distinct values stay distinct, and
+// each equals what it became, so it finds its row in the new table. strict:
+// the sql_mode makes an out-of-range value an error, not a clamped one.
+func KeyConversion(sc, gc table.Column, strict bool) string {
+	st, gt := sc.DataType, gc.DataType
+	if st == "real" {
+		st = "double"
+	}
+	if gt == "real" {
+		gt = "double"
+	}
+	switch {
+	case table.IsStringType(st):
+		if isNumberType(gt) || isTemporalType(gt) {
+			return "which reads text as a number or a date ('01' and '1' become 1)"
+		}
+		return ""
+	case st == "enum" || st == "set" || st == "json":
+		return "" // a member's index, a set's bits, its name: one to one
+	case isIntType(st) || st == "decimal":
+		switch {
+		case isIntType(gt) || gt == "decimal":
+			sr, ok1 := numericRange(sc)
+			gr, ok2 := numericRange(gc)
+			if !ok1 || !ok2 {
+				return "whose range cannot be compared"
+			}
+			if gr.scale < sr.scale {
+				return fmt.Sprintf("which rounds its values to %d decimals", gr.scale)
+			}
+			if !strict && (!gr.holds(sr.min) || !gr.holds(sr.max)) {
+				return "whose narrower range clamps values under the server's sql_mode (not strict)"
+			}
+			return ""
+		case table.IsStringType(gt):
+			return "" // the number's text
+		case gt == "float" || gt == "double":
+			if bits, ok := intBits[st]; ok && bits <= exactBits(gt) {
+				return ""
+			}
+			return fmt.Sprintf("which rounds values beyond %s's %d-bit precision", strings.ToUpper(gt), exactBits(gt))
+		}
+		return "which converts numbers otherwise than one to one"
+	case st == "year":
+		if isIntType(gt) || gt == "decimal" || table.IsStringType(gt) || gt == st {
+			return ""
+		}
+		return "which converts years otherwise than one to one"
+	case isTemporalType(st):
+		fs, fg := fracDigits(sc.ColumnType), fracDigits(gc.ColumnType)
+		sameKind := st == gt || (st == "datetime" && gt == "timestamp") || (st == "timestamp" && gt == "datetime")
+		switch {
+		case sameKind && fg < fs:
+			return fmt.Sprintf("which rounds fractional seconds to %d digits", fg)
+		case sameKind, st == "date" && (gt == "datetime" || gt == "timestamp"):
+			return "" // a TIMESTAMP's zone: the checks of the migration's time zone
+		}
+		return "which converts dates and times otherwise than one to one"
+	}
+	// FLOAT, DOUBLE, BIT: only their own type (ddl.SharedKey too).
+	if st == gt && strings.EqualFold(sc.ColumnType, gc.ColumnType) {
+		return ""
+	}
+	return "which converts its values otherwise than one to one"
+}
+
+// intBits: the bits an integer type's values need, sign included.
+var intBits = map[string]int{"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "integer": 32, "bigint": 64}
+
+func isIntType(t string) bool { _, ok := intBits[t]; return ok }
+
+func isNumberType(t string) bool {
+	return isIntType(t) || t == "decimal" || t == "float" || t == "double" || t == "real" || t == "bit" || t == "year"
+}
+
+func isTemporalType(t string) bool {
+	return t == "date" || t == "datetime" || t == "timestamp" || t == "time"
+}
+
+// exactBits: the integers a FLOAT (24-bit significand) or a DOUBLE (53)
+// holds exactly: an integer type fits if its bits, sign included, do
+// (MEDIUMINT UNSIGNED's 24 bits fit a FLOAT).
+func exactBits(t string) int {
+	if t == "float" {
+		return 24
+	}
+	return 53
+}
+
+// fracDigits reads a temporal type's fractional-second digits,
+// "datetime(6)" -> 6, "datetime" -> 0.
+func fracDigits(columnType string) int {
+	open := strings.IndexByte(columnType, '(')
+	end := strings.IndexByte(columnType, ')')
+	if open < 0 || end < open {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(columnType[open+1 : end]))
+	if err != nil {
+		return 0
+	}
+	return n
+}
