@@ -609,8 +609,23 @@ func (c *Copier) selectList() string {
 
 // highestKey reads the source's highest key now: the copy's upper bound
 // (every row above it is the applier's alone). nil: the table is empty.
+//
+// A row above the bound must be in the stream: its transaction committed
+// after the bound was read, so after the stream's start position. A
+// transaction already in the binlog before that position but not yet
+// visible breaks this (it inserted a key above the bound: neither streamed
+// nor copied). Where commits become visible in binlog order, the
+// checkpoint the run writes after reading its start position commits after
+// every such transaction, so the bound sees them. A locking copy is also
+// the fallback where they may not (MySQL's binlog_order_commits OFF): it
+// reads the bound with LOCK IN SHARE MODE, which waits for the transaction
+// that holds the last row.
 func (c *Copier) highestKey(ctx context.Context) ([]any, error) {
-	hi, err := table.HighestKey(ctx, c.db, c.cfg.Source, c.cfg.KeyColumns, c.cfg.KeyIndex)
+	read := table.HighestKey
+	if c.lf == nil {
+		read = table.HighestKeyLocked
+	}
+	hi, err := read(ctx, c.db, c.cfg.Source, c.cfg.KeyColumns, c.cfg.KeyIndex)
 	if err != nil {
 		return nil, fmt.Errorf("copy: read the highest key of %s: %w", c.cfg.Source.QuotedName(), err)
 	}

@@ -73,8 +73,19 @@ func KeySelect(t *Table, cols []string) string {
 // q: the current state on a pool, a snapshot's on a connection holding one.
 // nil: no row.
 func HighestKey(ctx context.Context, q Querier, t *Table, cols []string, index string) ([]any, error) {
-	return ScanKey(ctx, q, t, cols, dbconn.Tag+"SELECT "+KeySelect(t, cols)+" FROM "+t.QuotedName()+
-		" FORCE INDEX ("+QuoteIdent(index)+") ORDER BY "+DescOrder(cols)+" LIMIT 1")
+	return ScanKey(ctx, q, t, cols, highestKeyQuery(t, cols, index))
+}
+
+// HighestKeyLocked is HighestKey read with LOCK IN SHARE MODE: the newest
+// committed key, after waiting for a transaction that holds the last row
+// (one that inserted a key above it and has not committed yet).
+func HighestKeyLocked(ctx context.Context, q Querier, t *Table, cols []string, index string) ([]any, error) {
+	return ScanKey(ctx, q, t, cols, highestKeyQuery(t, cols, index)+" LOCK IN SHARE MODE")
+}
+
+func highestKeyQuery(t *Table, cols []string, index string) string {
+	return dbconn.Tag + "SELECT " + KeySelect(t, cols) + " FROM " + t.QuotedName() +
+		" FORCE INDEX (" + QuoteIdent(index) + ") ORDER BY " + DescOrder(cols) + " LIMIT 1"
 }
 
 // DescOrder renders an ORDER BY list of cols, each descending.
