@@ -196,6 +196,16 @@ func (c *Control) throttleWait(ctx context.Context) error {
 	return nil
 }
 
+// checksumThrottleWait is the checksum's Throttle hook: the throttle's
+// reasons but replica lag hold it (throttle.WaitReads). The checksum only
+// reads the primary, and each pause keeps its two snapshots open longer.
+func (c *Control) checksumThrottleWait(ctx context.Context) error {
+	if th := c.th.Load(); th != nil {
+		return th.WaitReads(ctx)
+	}
+	return nil
+}
+
 // pace is the copier's Pace hook: the sleep after a chunk of rows rows that
 // took took, the longest of --nice-ratio's, the pacer's
 // (--max-latency-ratio; pacedPause) and --max-copy-rate's (while it applies:

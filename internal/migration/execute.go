@@ -419,7 +419,7 @@ func (r *copyRun) checksum() error {
 		SourceColumns: pairSources(plan), GhostColumns: pairGhosts(plan), SourceExprs: plan.CopyExprs,
 		KeySource: plan.KeySource, KeyGhost: plan.KeyGhost, KeyIndex: plan.KeyIndex,
 		MaxChunkRows: o.MaxChunkRows, Align: r.pump.Align, Pause: m.rt.Pause, Logger: m.rt.Logger,
-		Throttle: r.ctl.throttleWait, Gentle: r.ctl.checksumGentle, GentleChunkTime: PacedChunkTime,
+		Throttle: r.ctl.checksumThrottleWait, Gentle: r.ctl.checksumGentle, GentleChunkTime: PacedChunkTime,
 		Pace: r.ctl.checksumPace, Progress: r.ctl.checksumProgress,
 	})
 	r.res.Checksum = cs

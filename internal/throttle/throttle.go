@@ -92,6 +92,8 @@ type State struct {
 	Reason    string // all reasons, "; "-separated
 	Since     time.Time
 	Paused    bool // by the operator
+	// LagOnly: throttled by replica lag alone (WaitReads passes).
+	LagOnly bool
 	// ThrottledFor is the total time throttled so far, current period included.
 	ThrottledFor time.Duration
 	Replicas     []ReplicaLag
@@ -320,6 +322,7 @@ func (t *Throttler) Evaluate() {
 	maxLag := time.Duration(t.maxLag.Load())
 	var worst time.Duration
 	readable := true
+	notLag := len(reasons)
 	lags := make([]ReplicaLag, len(t.lags))
 	for i, rl := range t.lags {
 		rl.Lagging = false
@@ -339,6 +342,7 @@ func (t *Throttler) Evaluate() {
 		lags[i] = rl
 	}
 	t.adjustDelayLocked(now, maxLag, worst, readable)
+	lagReasons := len(reasons) - notLag
 	for _, r := range t.checks {
 		if r != "" {
 			reasons = append(reasons, r)
@@ -346,6 +350,7 @@ func (t *Throttler) Evaluate() {
 	}
 
 	throttled := len(reasons) > 0
+	lagOnly := throttled && lagReasons == len(reasons)
 	reason := strings.Join(reasons, "; ")
 	st := &t.state
 	if throttled != st.Throttled {
@@ -360,12 +365,14 @@ func (t *Throttler) Evaluate() {
 			}
 			st.Since = time.Time{}
 		}
-		close(t.changed)
-		t.changed = make(chan struct{})
 	} else if throttled && st.Reason != reason && t.logs.change(now, reason) {
 		t.log.Info("still throttled", "reason", reason, "for", now.Sub(st.Since).Round(time.Millisecond))
 	}
-	st.Throttled = throttled
+	if throttled != st.Throttled || lagOnly != st.LagOnly {
+		close(t.changed)
+		t.changed = make(chan struct{})
+	}
+	st.Throttled, st.LagOnly = throttled, lagOnly
 	st.Reason = reason
 	st.Replicas = lags
 	st.Load = t.load
@@ -503,12 +510,18 @@ func (t *Throttler) abort(err error) {
 
 // Wait blocks while the copy must pause; it returns ctx's error if ctx ends
 // first.
-func (t *Throttler) Wait(ctx context.Context) error {
+func (t *Throttler) Wait(ctx context.Context) error { return t.wait(ctx, false) }
+
+// WaitReads is Wait for work that only reads the primary (the checksum):
+// replica lag, which it does not add to, does not hold it.
+func (t *Throttler) WaitReads(ctx context.Context) error { return t.wait(ctx, true) }
+
+func (t *Throttler) wait(ctx context.Context, reads bool) error {
 	for {
 		t.mu.Lock()
-		throttled, ch := t.state.Throttled, t.changed
+		hold, ch := t.state.Throttled && !(reads && t.state.LagOnly), t.changed
 		t.mu.Unlock()
-		if !throttled {
+		if !hold {
 			return nil
 		}
 		select {

@@ -413,3 +413,50 @@ func TestHeartbeatLagOf(t *testing.T) {
 		t.Errorf("remembered %d beats", len(h.beats))
 	}
 }
+
+// TestWaitReads: replica lag alone holds Wait but not WaitReads; another
+// reason (the operator's pause) holds both, and WaitReads returns once only
+// the lag is left.
+func TestWaitReads(t *testing.T) {
+	r := &fakeReplica{}
+	th := run(t, Config{Replicas: []Replica{r.replica("r:3306")}, MaxLag: time.Second})
+	r.set(2*time.Second, nil)
+	eventually(t, "lag throttles", func() bool { ok, _ := th.Throttled(); return ok })
+	if !th.State().LagOnly {
+		t.Fatalf("state: %+v, want LagOnly", th.State())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := th.WaitReads(ctx); err != nil {
+		t.Fatalf("WaitReads held by lag alone: %v", err)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancelShort()
+	if err := th.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait under lag: %v, want it held until its context ended", err)
+	}
+
+	th.Pause()
+	if st := th.State(); st.LagOnly || !st.Throttled {
+		t.Fatalf("paused and lagging: %+v", st)
+	}
+	released := make(chan error, 1)
+	go func() { released <- th.WaitReads(ctx) }()
+	select {
+	case err := <-released:
+		t.Fatalf("WaitReads returned while paused: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	th.Resume() // the lag remains: Wait holds, WaitReads goes
+	select {
+	case err := <-released:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("WaitReads did not return when only the lag was left")
+	}
+	if ok, reason := th.Throttled(); !ok || !strings.HasPrefix(reason, "replica lag") {
+		t.Fatalf("after Resume: %v %q, want the lag still throttling", ok, reason)
+	}
+}
