@@ -104,6 +104,9 @@ type Input struct {
 	// Resume: the run continues an interrupted one, whose ghost and
 	// checkpoint tables are expected.
 	Resume bool
+	// DST: the migration's time zone has daylight-saving changes (check
+	// "key-type").
+	DST    bool
 	Logger *slog.Logger
 	// Scope selects the checks (default All).
 	Scope Scope
@@ -229,7 +232,7 @@ func Run(ctx context.Context, in *Input) error {
 
 // serverVars are the variables the checks read.
 var serverVars = []string{"log_bin", "binlog_format", "binlog_row_image", "log_bin_compress", "version", "version_comment",
-	"sql_mode", "binlog_transaction_compression", "binlog_row_value_options"} // the last two: MySQL
+	"binlog_transaction_compression", "binlog_row_value_options"} // the last two: MySQL
 
 // loadServer reads the version and the GLOBAL and SESSION values of serverVars.
 func (in *Input) loadServer(ctx context.Context) error {

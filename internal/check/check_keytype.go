@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/table"
 )
 
@@ -14,32 +13,44 @@ func init() {
 	Register(Check{Name: "key-type", Order: 118, CopyOnly: true, Run: checkKeyType})
 }
 
-// checkKeyType refuses an ALTER that gives a column of one of the new
-// table's unique keys (its PRIMARY KEY included) a type into which the old
+// checkKeyType refuses an ALTER that gives a column of the key the new
+// table's rows are found by (the chunk key, or a unique key of the new
+// table that contains it: the applier's key) a type into which the old
 // values do not convert one to one: a DATETIME(6) made DATETIME, a DECIMAL
-// given fewer decimals, a BIGINT made DOUBLE, text made a number. Two rows
-// can then become one: the server's own ALTER stops on the duplicate, but
-// the copy's INSERT IGNORE keeps one of them and the applier's REPLACE
-// overwrites one with the other. And the applier finds a row of the new
-// table by the old value from the binlog: '10:00:00.4' no longer equals the
-// stored '10:00:00', so a DELETE misses its row, which stays. The checks
-// "unique" and "numeric-range" see the rows the table holds now, not the
-// ones the application writes during the copy.
+// given fewer decimals, a BIGINT made DOUBLE, text made a number, a
+// TIMESTAMP made DATETIME in a zone with daylight saving. Two rows can then
+// become one: the server's own ALTER stops on the duplicate, but the copy's
+// INSERT IGNORE keeps one of them and the applier's REPLACE overwrites one
+// with the other. And the applier finds a row of the new table by the old
+// value from the binlog: '10:00:00.4' no longer equals the stored
+// '10:00:00', so a DELETE misses its row, which stays. The checks "unique"
+// and "numeric-range" see the rows the table holds now, not the ones the
+// application writes during the copy.
 //
-// String to string conversions are the concern of "unique" (collations),
-// "narrowing" and the chunk key's rules (ddl.SharedKey); a number made text
-// is matched as text (the applier's key template).
+// The new table's other unique keys are watched while rows are written
+// (migration's ghostUniques: a key the old table does not enforce
+// unchanged). A narrower range is not refused: a value out of it fails the
+// copy (a warning it does not pass) and the applier (strict), never
+// clamped. String to string conversions are the concern of "unique"
+// (collations), "narrowing" and the chunk key's rules (ddl.SharedKey); a
+// number made text is matched as text (the applier's key template).
 func checkKeyType(_ context.Context, in *Input) error {
 	if in.Ghost == nil {
 		return nil
 	}
-	toSource := map[string]string{}
+	toSource, toGhost := map[string]string{}, map[string]string{}
 	for _, p := range in.Pairs {
 		toSource[strings.ToLower(p.Ghost)] = p.Source
+		toGhost[strings.ToLower(p.Source)] = p.Ghost
 	}
-	mode := in.Session["sql_mode"]
-	strict := dbconn.HasMode(mode, "STRICT_TRANS_TABLES") || dbconn.HasMode(mode, "STRICT_ALL_TABLES")
+	var key []string // the chunk key's columns in the new table
+	for _, k := range in.Key {
+		key = append(key, toGhost[strings.ToLower(k)])
+	}
 	for _, uk := range in.GhostUnique {
+		if len(key) == 0 || !containsAll(uk.Columns, key) {
+			continue
+		}
 		for _, g := range uk.Columns {
 			src, ok := toSource[strings.ToLower(g)]
 			gi := in.Ghost.ColumnIndex(g)
@@ -48,7 +59,7 @@ func checkKeyType(_ context.Context, in *Input) error {
 			}
 			sc := in.Source.Columns[in.Source.ColumnIndex(src)]
 			gc := in.Ghost.Columns[gi]
-			why := KeyConversion(sc, gc, strict)
+			why := KeyConversion(sc, gc, in.DST)
 			if why == "" {
 				continue
 			}
@@ -56,7 +67,7 @@ func checkKeyType(_ context.Context, in *Input) error {
 			if uk.Name == "PRIMARY" {
 				desc = fmt.Sprintf("PRIMARY KEY (%s)", names(uk.Columns))
 			}
-			return refusef("keep the key column's type (precision, scale, range), change it in a separate native ALTER, or leave the column out of the key",
+			return refusef("keep the key column's type (precision, scale, time zone), change it in a separate native ALTER, or key the table by another unique key first",
 				"the ALTER makes column %s of the new table's %s %s (was %s), %s: two rows could become one, and a change found by the old value would miss its row",
 				table.QuoteIdent(gc.Name), desc, gc.ColumnType, sc.ColumnType, why)
 		}
@@ -64,11 +75,27 @@ func checkKeyType(_ context.Context, in *Input) error {
 	return nil
 }
 
+// containsAll reports whether every name of sub is in cols, case-insensitively.
+func containsAll(cols, sub []string) bool {
+	for _, s := range sub {
+		found := false
+		for _, c := range cols {
+			found = found || strings.EqualFold(c, s)
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
 // KeyConversion returns why a value of column sc does not convert one to
 // one into column gc ("" when it does): distinct values stay distinct, and
-// each equals what it became, so it finds its row in the new table. strict:
-// the sql_mode makes an out-of-range value an error, not a clamped one.
-func KeyConversion(sc, gc table.Column, strict bool) string {
+// each equals what it became, so it finds its row in the new table. dst:
+// the migration's time zone has daylight-saving changes (a DATETIME of the
+// hour skipped in spring is the TIMESTAMP of the next; the two instants of
+// the hour repeated in autumn are one DATETIME).
+func KeyConversion(sc, gc table.Column, dst bool) string {
 	st, gt := sc.DataType, gc.DataType
 	if st == "real" {
 		st = "double"
@@ -95,10 +122,7 @@ func KeyConversion(sc, gc table.Column, strict bool) string {
 			if gr.scale < sr.scale {
 				return fmt.Sprintf("which rounds its values to %d decimals", gr.scale)
 			}
-			if !strict && (!gr.holds(sr.min) || !gr.holds(sr.max)) {
-				return "whose narrower range clamps values under the server's sql_mode (not strict)"
-			}
-			return ""
+			return "" // a narrower range: "numeric-range", and errors
 		case table.IsStringType(gt):
 			return "" // the number's text
 		case gt == "float" || gt == "double":
@@ -119,8 +143,10 @@ func KeyConversion(sc, gc table.Column, strict bool) string {
 		switch {
 		case sameKind && fg < fs:
 			return fmt.Sprintf("which rounds fractional seconds to %d digits", fg)
-		case sameKind, st == "date" && (gt == "datetime" || gt == "timestamp"):
-			return "" // a TIMESTAMP's zone: the checks of the migration's time zone
+		case st != gt && sameKind && dst:
+			return "which converts in a time zone with daylight-saving changes"
+		case sameKind, st == "date" && (gt == "datetime" || gt == "timestamp" && !dst):
+			return ""
 		}
 		return "which converts dates and times otherwise than one to one"
 	}

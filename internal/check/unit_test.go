@@ -293,17 +293,21 @@ func TestKeyConversion(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		from, to [2]string
-		lax      bool
+		dst      bool
 		want     string // "" or a part of the reason
 	}{
 		{[2]string{"int", "int(11)"}, [2]string{"bigint", "bigint(20)"}, false, ""},
-		{[2]string{"int", "int unsigned"}, [2]string{"bigint", "bigint"}, true, ""},
+		{[2]string{"int", "int unsigned"}, [2]string{"bigint", "bigint"}, false, ""},
 		{[2]string{"bigint", "bigint"}, [2]string{"int", "int"}, false, ""},
-		{[2]string{"bigint", "bigint"}, [2]string{"int", "int"}, true, "narrower range clamps"},
-		{[2]string{"int", "int"}, [2]string{"int", "int unsigned"}, true, "narrower range clamps"},
-		{[2]string{"int", "int"}, [2]string{"decimal", "decimal(10,0)"}, true, ""},
-		{[2]string{"int", "int"}, [2]string{"decimal", "decimal(9,0)"}, true, "narrower range"},
-		{[2]string{"decimal", "decimal(10,2)"}, [2]string{"decimal", "decimal(12,4)"}, true, ""},
+		{[2]string{"bigint", "bigint"}, [2]string{"smallint", "smallint unsigned"}, false, ""},
+		{[2]string{"datetime", "datetime"}, [2]string{"timestamp", "timestamp"}, true, "daylight-saving"},
+		{[2]string{"timestamp", "timestamp(3)"}, [2]string{"datetime", "datetime(3)"}, true, "daylight-saving"},
+		{[2]string{"timestamp", "timestamp(3)"}, [2]string{"timestamp", "timestamp(6)"}, true, ""},
+		{[2]string{"date", "date"}, [2]string{"timestamp", "timestamp"}, false, ""},
+		{[2]string{"date", "date"}, [2]string{"timestamp", "timestamp"}, true, "otherwise than one to one"},
+		{[2]string{"int", "int"}, [2]string{"decimal", "decimal(10,0)"}, false, ""},
+		{[2]string{"int", "int"}, [2]string{"decimal", "decimal(9,2)"}, false, ""},
+		{[2]string{"decimal", "decimal(10,2)"}, [2]string{"decimal", "decimal(12,4)"}, false, ""},
 		{[2]string{"decimal", "decimal(10,4)"}, [2]string{"decimal", "decimal(10,2)"}, false, "rounds its values to 2 decimals"},
 		{[2]string{"decimal", "decimal(10,2)"}, [2]string{"bigint", "bigint"}, false, "rounds its values to 0 decimals"},
 		{[2]string{"decimal", "decimal(10,2)"}, [2]string{"double", "double"}, false, "DOUBLE's 53-bit"},
@@ -335,9 +339,9 @@ func TestKeyConversion(t *testing.T) {
 		{[2]string{"bit", "bit(8)"}, [2]string{"bit", "bit(8)"}, false, ""},
 		{[2]string{"bit", "bit(8)"}, [2]string{"bit", "bit(4)"}, false, "otherwise than one to one"},
 	} {
-		got := KeyConversion(col(tc.from[0], tc.from[1]), col(tc.to[0], tc.to[1]), !tc.lax)
+		got := KeyConversion(col(tc.from[0], tc.from[1]), col(tc.to[0], tc.to[1]), tc.dst)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
-			t.Errorf("%s -> %s (lax %v): %q, want %q", tc.from[1], tc.to[1], tc.lax, got, tc.want)
+			t.Errorf("%s -> %s (dst %v): %q, want %q", tc.from[1], tc.to[1], tc.dst, got, tc.want)
 		}
 	}
 }

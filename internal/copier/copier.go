@@ -616,20 +616,48 @@ func (c *Copier) selectList() string {
 // visible breaks this (it inserted a key above the bound: neither streamed
 // nor copied). Where commits become visible in binlog order, the
 // checkpoint the run writes after reading its start position commits after
-// every such transaction, so the bound sees them. A locking copy is also
-// the fallback where they may not (MySQL's binlog_order_commits OFF): it
-// reads the bound with LOCK IN SHARE MODE, which waits for the transaction
-// that holds the last row.
+// every such transaction, so the bound sees them. Where they may not (the
+// locking copy, which is also the fallback for MySQL's
+// binlog_order_commits OFF; a lock-free copy while a prepared XA
+// transaction exists or binlog_order_commits has been turned off: the
+// conditions under which its chunks lock), the bound is read with LOCK IN
+// SHARE MODE, which waits for the transaction holding the last row; a lock
+// wait timeout or deadlock is retried, as a chunk's.
 func (c *Copier) highestKey(ctx context.Context) ([]any, error) {
-	read := table.HighestKey
-	if c.lf == nil {
-		read = table.HighestKeyLocked
-	}
-	hi, err := read(ctx, c.db, c.cfg.Source, c.cfg.KeyColumns, c.cfg.KeyIndex)
+	var hi []any
+	err := dbconn.Retry(ctx, 30, func(ctx context.Context) error {
+		lock, err := c.boundLocks(ctx)
+		if err != nil {
+			return err
+		}
+		read := table.HighestKey
+		if lock {
+			read = table.HighestKeyLocked
+		}
+		hi, err = read(ctx, c.db, c.cfg.Source, c.cfg.KeyColumns, c.cfg.KeyIndex)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("copy: read the highest key of %s: %w", c.cfg.Source.QuotedName(), err)
 	}
 	return hi, nil
+}
+
+// boundLocks reports whether the copy's upper bound is read with a lock
+// (highestKey).
+func (c *Copier) boundLocks(ctx context.Context) (bool, error) {
+	if c.lf == nil {
+		return true, nil
+	}
+	if xa, err := preparedXA(ctx, c.db); err != nil || xa {
+		return xa, err
+	}
+	if !c.cfg.OrderedCommits {
+		return false, nil
+	}
+	var ordered int
+	err := c.db.QueryRowContext(ctx, "SELECT @@GLOBAL.binlog_order_commits").Scan(&ordered)
+	return ordered == 0, err
 }
 
 // FixEnd reads the copy's upper bound now (the source's highest key; nil

@@ -16,7 +16,8 @@ import (
 // commits may become visible out of binlog order) holds the read until it
 // commits, and the bound includes its key. The lock-free copy (commits
 // visible in binlog order, the run's checkpoint a barrier) reads plainly:
-// its bound does not wait, and, as the control, does not see the key.
+// its bound does not wait, and, as the control, does not see the key;
+// while a prepared XA transaction exists it waits too.
 func TestHighestKeyWaitsForLastRow(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -60,31 +61,43 @@ func TestHighestKeyWaitsForLastRow(t *testing.T) {
 		t.Fatalf("lock-free bound: %v (%v), want [3]: the uncommitted key is not visible to a plain read", end, err)
 	}
 
-	locked := newCopier(false)
-	got := make(chan string, 1)
-	go func() {
-		end, err := locked.FixEnd(ctx)
-		got <- fmt.Sprint(end, err)
-	}()
-	// The read waits for the insert's lock (a transaction in LOCK WAIT),
-	// and returns nothing meanwhile.
-	for waiting := 0; waiting == 0; {
-		select {
-		case g := <-got:
-			t.Fatalf("the locking copy's bound was read (%s) while the insert above the last row was not committed", g)
-		case <-ctx.Done():
-			t.Fatal("the locking copy's bound never waited for the insert's lock")
-		case <-time.After(20 * time.Millisecond):
+	waitsFor := func(c *Copier, release string, want string) {
+		t.Helper()
+		got := make(chan string, 1)
+		go func() {
+			end, err := c.FixEnd(ctx)
+			got <- fmt.Sprint(end, err)
+		}()
+		// The read waits for the insert's lock (a transaction in LOCK WAIT),
+		// and returns nothing meanwhile.
+		for waiting := 0; waiting == 0; {
+			select {
+			case g := <-got:
+				t.Fatalf("the bound was read (%s) while the insert above the last row was not committed", g)
+			case <-ctx.Done():
+				t.Fatal("the bound never waited for the insert's lock")
+			case <-time.After(20 * time.Millisecond):
+			}
+			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE ?",
+				"%"+q("src")+"%").Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE ?",
-			"%"+q("src")+"%").Scan(&waiting); err != nil {
+		if _, err := app.ExecContext(ctx, release); err != nil {
+			t.Fatal(err)
+		}
+		if g := <-got; g != want {
+			t.Fatalf("the bound after %s: %s, want %s", release, g, want)
+		}
+	}
+	waitsFor(newCopier(false), "COMMIT", "[4] <nil>")
+
+	// A prepared XA transaction is in the binlog at XA PREPARE and visible
+	// at XA COMMIT: the lock-free copy reads its bound locked too meanwhile.
+	for _, st := range []string{"XA START 'hk'", "INSERT INTO src VALUES (5, 5)", "XA END 'hk'", "XA PREPARE 'hk'"} {
+		if _, err := app.ExecContext(ctx, st); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := app.ExecContext(ctx, "COMMIT"); err != nil {
-		t.Fatal(err)
-	}
-	if g := <-got; g != "[4] <nil>" {
-		t.Fatalf("the locking copy's bound after the commit: %s, want [4] <nil>", g)
-	}
+	waitsFor(newCopier(true), "XA COMMIT 'hk'", "[5] <nil>")
 }

@@ -222,7 +222,9 @@ type errNoRetry struct{ err error }
 
 func (e errNoRetry) Error() string { return e.err.Error() }
 
-func preparedXA(ctx context.Context, conn *sql.Conn) (bool, error) {
+func preparedXA(ctx context.Context, conn interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}) (bool, error) {
 	rs, err := conn.QueryContext(ctx, "XA RECOVER")
 	if err != nil {
 		return false, err

@@ -285,7 +285,7 @@ func (m *migrator) inspect(ctx context.Context) error {
 	in := &check.Input{
 		DB: m.db, Conn: m.opts.Conn, Database: m.opts.Database, Table: m.opts.Table, Alter: m.opts.Alter,
 		GhostName: GhostName(m.opts.Table), OldName: m.oldName, SentryName: sentryName(m.opts.Table), SwapName: cutover.SwapName(m.opts.Table),
-		CheckpointName: checkpoint.TableName(m.opts.Table), Resume: m.opts.Resume,
+		CheckpointName: checkpoint.TableName(m.opts.Table), Resume: m.opts.Resume, DST: m.sem.DST,
 		DropOld: m.opts.DropOldTable, Logger: m.rt.Logger,
 		DropOldFirst: m.opts.InitiallyDropOldTable, DropGhostFirst: m.opts.InitiallyDropGhostTable,
 	}
