@@ -3,7 +3,6 @@ package check
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/recast-osc/recast/internal/table"
@@ -138,7 +137,8 @@ func KeyConversion(sc, gc table.Column, dst bool) string {
 		}
 		return "which converts years otherwise than one to one"
 	case isTemporalType(st):
-		fs, fg := fracDigits(sc.ColumnType), fracDigits(gc.ColumnType)
+		fs, _ := typeLength(sc.ColumnType) // fractional-second digits: datetime(6); none: 0
+		fg, _ := typeLength(gc.ColumnType)
 		sameKind := st == gt || (st == "datetime" && gt == "timestamp") || (st == "timestamp" && gt == "datetime")
 		switch {
 		case sameKind && fg < fs:
@@ -178,19 +178,4 @@ func exactBits(t string) int {
 		return 24
 	}
 	return 53
-}
-
-// fracDigits reads a temporal type's fractional-second digits,
-// "datetime(6)" -> 6, "datetime" -> 0.
-func fracDigits(columnType string) int {
-	open := strings.IndexByte(columnType, '(')
-	end := strings.IndexByte(columnType, ')')
-	if open < 0 || end < open {
-		return 0
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(columnType[open+1 : end]))
-	if err != nil {
-		return 0
-	}
-	return n
 }
