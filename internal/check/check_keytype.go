@@ -3,8 +3,10 @@ package check
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
+	"github.com/recast-osc/recast/internal/ddl"
 	"github.com/recast-osc/recast/internal/table"
 )
 
@@ -13,8 +15,8 @@ func init() {
 }
 
 // checkKeyType refuses an ALTER that gives a column of the key the new
-// table's rows are found by (the chunk key, or a unique key of the new
-// table that contains it: the applier's key) a type into which the old
+// table's rows are found by (the applier's key, ddl.ApplyKey: the chunk
+// key, or the new table's smallest unique key that contains it) a type into which the old
 // values do not convert one to one: a DATETIME(6) made DATETIME, a DECIMAL
 // given fewer decimals, a BIGINT made DOUBLE, text made a number, a
 // TIMESTAMP made DATETIME in a zone with daylight saving. Two rows can then
@@ -34,54 +36,43 @@ func init() {
 // (collations), "narrowing" and the chunk key's rules (ddl.SharedKey); a
 // number made text is matched as text (the applier's key template).
 func checkKeyType(_ context.Context, in *Input) error {
-	if in.Ghost == nil {
+	if in.Ghost == nil || len(in.Key) == 0 {
 		return nil
 	}
-	toSource, toGhost := map[string]string{}, map[string]string{}
-	for _, p := range in.Pairs {
-		toSource[strings.ToLower(p.Ghost)] = p.Source
-		toGhost[strings.ToLower(p.Source)] = p.Ghost
+	ks, kg, err := ddl.SharedKey(in.Source, in.Ghost, in.Pairs)
+	if err != nil {
+		return nil // "chunk-key" refused it
 	}
-	var key []string // the chunk key's columns in the new table
-	for _, k := range in.Key {
-		key = append(key, toGhost[strings.ToLower(k)])
-	}
-	for _, uk := range in.GhostUnique {
-		if len(key) == 0 || !containsAll(uk.Columns, key) {
+	as, ag := ddl.ApplyKey(in.Source, in.Ghost, in.Pairs, ks, kg)
+	for i := range ag {
+		sc := in.Source.Columns[in.Source.ColumnIndex(as[i])]
+		gc := in.Ghost.Columns[in.Ghost.ColumnIndex(ag[i])]
+		why := KeyConversion(sc, gc, in.DST)
+		if why == "" {
 			continue
 		}
-		for _, g := range uk.Columns {
-			src, ok := toSource[strings.ToLower(g)]
-			gi := in.Ghost.ColumnIndex(g)
-			if !ok || gi < 0 {
-				continue // a new or generated column
-			}
-			sc := in.Source.Columns[in.Source.ColumnIndex(src)]
-			gc := in.Ghost.Columns[gi]
-			why := KeyConversion(sc, gc, in.DST)
-			if why == "" {
+		desc := fmt.Sprintf("key (%s)", names(ag))
+		for _, uk := range in.GhostUnique {
+			if len(uk.Columns) != len(ag) || !sameNames(uk.Columns, ag) {
 				continue
 			}
-			desc := fmt.Sprintf("unique key %s (%s)", table.QuoteIdent(uk.Name), names(uk.Columns))
+			desc = fmt.Sprintf("unique key %s (%s)", table.QuoteIdent(uk.Name), names(uk.Columns))
 			if uk.Name == "PRIMARY" {
 				desc = fmt.Sprintf("PRIMARY KEY (%s)", names(uk.Columns))
 			}
-			return refusef("keep the key column's type (precision, scale, time zone), change it in a separate native ALTER, or key the table by another unique key first",
-				"the ALTER makes column %s of the new table's %s %s (was %s), %s: two rows could become one, and a change found by the old value would miss its row",
-				table.QuoteIdent(gc.Name), desc, gc.ColumnType, sc.ColumnType, why)
 		}
+		return refusef("keep the key column's type (precision, scale, time zone), change it in a separate native ALTER, or key the table by another unique key first",
+			"the ALTER makes column %s of the new table's %s %s (was %s), %s: two rows could become one, and a change found by the old value would miss its row",
+			table.QuoteIdent(gc.Name), desc, gc.ColumnType, sc.ColumnType, why)
 	}
 	return nil
 }
 
-// containsAll reports whether every name of sub is in cols, case-insensitively.
-func containsAll(cols, sub []string) bool {
-	for _, s := range sub {
-		found := false
-		for _, c := range cols {
-			found = found || strings.EqualFold(c, s)
-		}
-		if !found {
+// sameNames reports whether a and b, of one length, hold the same names,
+// case-insensitively.
+func sameNames(a, b []string) bool {
+	for _, x := range a {
+		if !slices.ContainsFunc(b, func(y string) bool { return strings.EqualFold(x, y) }) {
 			return false
 		}
 	}
@@ -104,8 +95,11 @@ func KeyConversion(sc, gc table.Column, dst bool) string {
 	}
 	switch {
 	case table.IsStringType(st):
-		if isNumberType(gt) || isTemporalType(gt) {
+		switch {
+		case isNumberType(gt) || isTemporalType(gt):
 			return "which reads text as a number or a date ('01' and '1' become 1)"
+		case gt == "enum" || gt == "set":
+			return "which reads text as a member ('A' and 'a', or 'a,b' and 'b,a', become one)"
 		}
 		return ""
 	case st == "enum" || st == "set" || st == "json":

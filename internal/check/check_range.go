@@ -108,8 +108,8 @@ type numRange struct {
 
 // numericRange returns the range of an integer or DECIMAL column.
 func numericRange(c table.Column) (numRange, bool) {
-	bits := map[string]uint{"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "bigint": 64}
-	if b, ok := bits[c.DataType]; ok {
+	if n, ok := intBits[c.DataType]; ok {
+		b := uint(n)
 		if c.Unsigned {
 			hi := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), b), big.NewInt(1))
 			return numRange{min: new(big.Rat), max: new(big.Rat).SetInt(hi), unsigned: true}, true

@@ -131,6 +131,8 @@ func TestChecks(t *testing.T) {
 			alter: "MODIFY id DECIMAL(10,2) NOT NULL", check: "key-type", keywords: []string{"PRIMARY KEY (`id`) decimal(10,2) (was decimal(10,4))", "rounds its values to 2 decimals"}},
 		{name: "widened key rounds", setup: []string{"CREATE TABLE kw (id INT NOT NULL PRIMARY KEY, ts DATETIME(6) NOT NULL)"}, table: "kw",
 			alter: "DROP PRIMARY KEY, ADD PRIMARY KEY (id, ts), MODIFY ts DATETIME NOT NULL", check: "key-type", keywords: []string{"PRIMARY KEY (`id`, `ts`) datetime (was datetime(6))"}},
+		{name: "unique containing the key rounds: watched while written", setup: []string{"CREATE TABLE ku (id INT NOT NULL PRIMARY KEY, ts DATETIME(6) NOT NULL, UNIQUE KEY uit (id, ts))"},
+			table: "ku", alter: "MODIFY ts DATETIME NOT NULL"},
 		{name: "other unique rounds: watched while written", setup: []string{"ALTER TABLE t ADD COLUMN d DECIMAL(10,4) NULL, ADD UNIQUE KEY ud (d)"},
 			alter: "MODIFY d DECIMAL(10,2) NULL"},
 		{name: "key timestamp to datetime, DST", setup: []string{"CREATE TABLE kz (ts TIMESTAMP NOT NULL PRIMARY KEY, x INT)"}, table: "kz",

@@ -332,6 +332,8 @@ func TestKeyConversion(t *testing.T) {
 		{[2]string{"varchar", "varchar(10)"}, [2]string{"int", "int"}, false, "reads text as a number"},
 		{[2]string{"varbinary", "varbinary(10)"}, [2]string{"date", "date"}, false, "reads text as a number or a date"},
 		{[2]string{"varchar", "varchar(10)"}, [2]string{"varchar", "varchar(20)"}, false, ""},
+		{[2]string{"varchar", "varchar(10)"}, [2]string{"set", "set('a','b')"}, false, "reads text as a member"},
+		{[2]string{"char", "char(1)"}, [2]string{"enum", "enum('a','b')"}, false, "reads text as a member"},
 		{[2]string{"enum", "enum('a','b')"}, [2]string{"tinyint", "tinyint"}, false, ""},
 		{[2]string{"float", "float"}, [2]string{"float", "float"}, false, ""},
 		{[2]string{"float", "float"}, [2]string{"double", "double"}, false, "otherwise than one to one"},

@@ -120,7 +120,7 @@ type Throttler struct {
 
 	mu        sync.Mutex
 	state     State
-	changed   chan struct{} // closed and replaced whenever Throttled changes
+	changed   chan struct{} // closed and replaced whenever Throttled or LagOnly changes
 	lags      []ReplicaLag  // per replica, index as cfg.Replicas
 	checks    []string      // per check, index as cfg.Checks: its last reason
 	load      map[string]float64
