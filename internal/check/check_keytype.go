@@ -16,11 +16,11 @@ func init() {
 
 // checkKeyType refuses an ALTER that gives a column of the key the new
 // table's rows are found by (the applier's key, ddl.ApplyKey: the chunk
-// key, or the new table's smallest unique key that contains it) a type into which the old
-// values do not convert one to one: a DATETIME(6) made DATETIME, a DECIMAL
-// given fewer decimals, a BIGINT made DOUBLE, text made a number, a
-// TIMESTAMP made DATETIME in a zone with daylight saving. Two rows can then
-// become one: the server's own ALTER stops on the duplicate, but the copy's
+// key, or the new table's smallest unique key that contains it) a type
+// into which the old values do not convert one to one: a DATETIME(6) made
+// DATETIME, a DECIMAL given fewer decimals, a BIGINT made DOUBLE, text made
+// a number, a TIMESTAMP made DATETIME in a zone with daylight saving. Two
+// rows can then become one: the server's own ALTER stops on the duplicate, but the copy's
 // INSERT IGNORE keeps one of them and the applier's REPLACE overwrites one
 // with the other. And the applier finds a row of the new table by the old
 // value from the binlog: '10:00:00.4' no longer equals the stored
