@@ -3,7 +3,6 @@ package check
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/recast-osc/recast/internal/ddl"
@@ -53,7 +52,7 @@ func checkKeyType(_ context.Context, in *Input) error {
 		}
 		desc := fmt.Sprintf("key (%s)", names(ag))
 		for _, uk := range in.GhostUnique {
-			if len(uk.Columns) != len(ag) || !sameNames(uk.Columns, ag) {
+			if !ddl.SameSet(uk.Columns, ag) {
 				continue
 			}
 			desc = fmt.Sprintf("unique key %s (%s)", table.QuoteIdent(uk.Name), names(uk.Columns))
@@ -66,17 +65,6 @@ func checkKeyType(_ context.Context, in *Input) error {
 			table.QuoteIdent(gc.Name), desc, gc.ColumnType, sc.ColumnType, why)
 	}
 	return nil
-}
-
-// sameNames reports whether a and b, of one length, hold the same names,
-// case-insensitively.
-func sameNames(a, b []string) bool {
-	for _, x := range a {
-		if !slices.ContainsFunc(b, func(y string) bool { return strings.EqualFold(x, y) }) {
-			return false
-		}
-	}
-	return true
 }
 
 // KeyConversion returns why a value of column sc does not convert one to

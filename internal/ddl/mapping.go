@@ -105,7 +105,7 @@ func SharedKey(source, ghost *table.Table, pairs []ColumnPair) (src, gh []string
 			continue
 		}
 		for _, gk := range ghostKeys {
-			if sameSet(gk.Columns, kg) {
+			if SameSet(gk.Columns, kg) {
 				return ks, kg, nil
 			}
 		}
@@ -252,7 +252,7 @@ func ApplyKey(source, ghost *table.Table, pairs []ColumnPair, src, gh []string) 
 		toSource[strings.ToLower(p.Ghost)] = p.Source
 	}
 	for _, gk := range ghost.IdentifyingKeys() {
-		if sameSet(gk.Columns, gh) {
+		if SameSet(gk.Columns, gh) {
 			return src, gh
 		}
 	}
@@ -291,8 +291,8 @@ func subset(a, b []string) bool {
 	return true
 }
 
-// sameSet reports whether a and b hold the same names, case-insensitively.
-func sameSet(a, b []string) bool {
+// SameSet reports whether a and b hold the same names, case-insensitively.
+func SameSet(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
 	}
