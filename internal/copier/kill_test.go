@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/flavor"
 	"github.com/recast-osc/recast/internal/testutil"
 )
@@ -54,8 +55,7 @@ func TestKillAndWaitFourByteStatement(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	c := &Copier{db: db}
-	if err := c.killAndWait(ctx, victim); err != nil {
+	if err := dbconn.KillAndWait(ctx, db, victim); err != nil {
 		t.Fatalf("ending session %d while another runs a 4-byte statement: %v", victim, err)
 	}
 	select {
@@ -71,7 +71,7 @@ func TestKillAndWaitFourByteStatement(t *testing.T) {
 		t.Fatalf("the other session ended too: %v", err)
 	default:
 	}
-	if err := c.killAndWait(ctx, other); err != nil {
+	if err := dbconn.KillAndWait(ctx, db, other); err != nil {
 		t.Fatal(err)
 	}
 	<-otherDone

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/recast-osc/recast/internal/dbconn"
 	"github.com/recast-osc/recast/internal/flavor"
@@ -175,7 +174,7 @@ func (c *Copier) copyChunkLockFree(ctx context.Context, slot int, lo, hi []any) 
 				// The statement's fate is unknown and it may still run on
 				// the server: end it before anything held is applied or
 				// the chunk is tried again.
-				if kerr := c.killAndWait(context.WithoutCancel(ctx), connID); kerr != nil {
+				if kerr := dbconn.KillAndWait(context.WithoutCancel(ctx), c.db, connID); kerr != nil {
 					closeRange = false // held changes stay held: the run fails
 					return fmt.Errorf("%w (and ending the chunk's session %d failed: %w)", errNoRetry{err}, connID, kerr)
 				}
@@ -232,34 +231,4 @@ func preparedXA(ctx context.Context, conn interface {
 	defer rs.Close()
 	found := rs.Next()
 	return found, rs.Err()
-}
-
-// killAndWait ends session id and waits until the server has let it go.
-func (c *Copier) killAndWait(ctx context.Context, id int64) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if _, err := c.db.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil && dbconn.Number(err) != dbconn.ErNoSuchThread {
-		return err
-	}
-	// The flavor's processlist: MySQL's information_schema.PROCESSLIST fails
-	// whole (3854) while any session runs a statement with 4-byte or binary
-	// text, such as the applier writing binary values.
-	processlist, err := flavor.ProcesslistOf(ctx, c.db)
-	if err != nil {
-		return err
-	}
-	for {
-		var n int
-		if err := c.db.QueryRowContext(ctx, dbconn.Tag+"SELECT COUNT(*) FROM "+processlist+" WHERE ID = ?", id).Scan(&n); err != nil {
-			return err
-		}
-		if n == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }

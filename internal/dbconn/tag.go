@@ -41,12 +41,16 @@ func (t tagConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tagConn{c}, nil
+	return &tagConn{c: c}, nil
 }
 
 // tagConn forwards every interface database/sql looks for to the driver's
-// connection, with the statement text tagged.
-type tagConn struct{ c driver.Conn }
+// connection, with the statement text tagged. session is the server's id
+// of the connection's session, once SessionID has asked for it.
+type tagConn struct {
+	c       driver.Conn
+	session int64
+}
 
 func (t *tagConn) Prepare(query string) (driver.Stmt, error) { return t.c.Prepare(tagged(query)) }
 func (t *tagConn) Close() error                              { return t.c.Close() }

@@ -510,7 +510,10 @@ func (a *Applier) writeRuns(ctx context.Context, ops []op, yield bool) error {
 			query, args = a.writeStmt("REPLACE", batch)
 		}
 		attempt := func(ctx context.Context) error {
-			_, err := a.db.ExecContext(ctx, query, args...)
+			err := a.onConn(ctx, func(ctx context.Context, conn *sql.Conn) error {
+				_, err := conn.ExecContext(ctx, query, args...)
+				return err
+			})
 			a.noteRetry(err)
 			return err
 		}
@@ -531,6 +534,39 @@ func (a *Applier) writeRuns(ctx context.Context, ops []op, yield bool) error {
 		a.rowsOut.Add(int64(len(batch)))
 	}
 	return nil
+}
+
+// onConn runs fn on a connection of the pool. When fn fails leaving its
+// statement's fate unknown (the connection lost), the session may still be
+// running that statement on the server, and may commit it after whatever is
+// written next: a REPLACE of a row's older image committing after the
+// retry and a later window's newer one (InnoDB need not grant row locks in
+// the order they were asked for) would leave the older image in the ghost
+// for good. The session is ended first (KILL, then waited for until the
+// server has let it go); if that fails, the error returned is not one
+// dbconn.Retry tries again after, and the run fails (resume ends the session).
+func (a *Applier) onConn(ctx context.Context, fn func(ctx context.Context, conn *sql.Conn) error) error {
+	conn, err := a.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	id, err := dbconn.SessionID(ctx, conn)
+	if err != nil {
+		return err
+	}
+	err = fn(ctx, conn)
+	if err == nil || !dbconn.StatementFateUnknown(err) || !dbconn.Retryable(err) || ctx.Err() != nil {
+		// Not a lost connection (nothing is left running), or one the
+		// statement is not tried again after: the run fails, and resume
+		// ends what it left. So does a cancelled ctx.
+		return err
+	}
+	if kerr := dbconn.KillAndWait(context.WithoutCancel(ctx), a.db, id); kerr != nil {
+		return fmt.Errorf("%v (and ending the applier's session %d, which may still be running the statement, failed: %v)", err, id, kerr)
+	}
+	a.cfg.Logger.Warn("applier: connection lost during a statement; its session was ended before the statement is tried again", "session", id, "err", err)
+	return err
 }
 
 // writeStmt renders verb (REPLACE or INSERT) INTO the ghost for batch.

@@ -86,22 +86,24 @@ func (a *Applier) deleteInsert(ctx context.Context, batch []op) (dup bool, err e
 	err = dbconn.Retry(ctx, 20, func(ctx context.Context) (err error) {
 		defer func() { a.noteRetry(err) }()
 		dup = false
-		tx, err := a.db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback() //nolint:errcheck // after Commit: no-op
-		if _, err := tx.ExecContext(ctx, dq, dargs...); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, iq, iargs...); err != nil {
-			if dbconn.Number(err) == dbconn.ErDupEntry {
-				dup = true
-				return nil
+		return a.onConn(ctx, func(ctx context.Context, conn *sql.Conn) error {
+			tx, err := conn.BeginTx(ctx, nil)
+			if err != nil {
+				return err
 			}
-			return err
-		}
-		return tx.Commit()
+			defer tx.Rollback() //nolint:errcheck // after Commit: no-op
+			if _, err := tx.ExecContext(ctx, dq, dargs...); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, iq, iargs...); err != nil {
+				if dbconn.Number(err) == dbconn.ErDupEntry {
+					dup = true
+					return nil
+				}
+				return err
+			}
+			return tx.Commit()
+		})
 	})
 	if err != nil {
 		return false, fmt.Errorf("apply %d row(s) to %s: %w", len(batch), a.cfg.Ghost, err)
@@ -121,35 +123,37 @@ func (a *Applier) writeDisplacing(ctx context.Context, o op) error {
 	err := dbconn.Retry(ctx, 20, func(ctx context.Context) (err error) {
 		defer func() { a.noteRetry(err) }()
 		displaced = displaced[:0]
-		tx, err := a.db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback() //nolint:errcheck // after Commit: no-op
-		dq, dargs := a.deleteStmt([]op{o})
-		if _, err := tx.ExecContext(ctx, dq, dargs...); err != nil {
-			return err
-		}
-		iq, iargs := a.writeStmt("INSERT", []op{o})
-		for range 1 + len(a.cfg.Uniques) {
-			_, err := tx.ExecContext(ctx, iq, iargs...)
-			if err == nil {
-				return tx.Commit()
-			}
-			if dbconn.Number(err) != dbconn.ErDupEntry {
-				return err
-			}
-			found, err := a.removeConflicts(ctx, tx, o)
+		return a.onConn(ctx, func(ctx context.Context, conn *sql.Conn) error {
+			tx, err := conn.BeginTx(ctx, nil)
 			if err != nil {
 				return err
 			}
-			if len(found) == 0 {
-				return fmt.Errorf("%w: %s holds a value that another row of %s already holds under a unique key over a column recast does not write (a new or generated column): the ALTER cannot be applied to this data",
-					ErrUnresolvable, a.render(o.image), a.cfg.Ghost)
+			defer tx.Rollback() //nolint:errcheck // after Commit: no-op
+			dq, dargs := a.deleteStmt([]op{o})
+			if _, err := tx.ExecContext(ctx, dq, dargs...); err != nil {
+				return err
 			}
-			displaced = append(displaced, found...)
-		}
-		return fmt.Errorf("%w: %s still conflicts under a unique key after removing %d row(s)", ErrUnresolvable, a.render(o.image), len(displaced))
+			iq, iargs := a.writeStmt("INSERT", []op{o})
+			for range 1 + len(a.cfg.Uniques) {
+				_, err := tx.ExecContext(ctx, iq, iargs...)
+				if err == nil {
+					return tx.Commit()
+				}
+				if dbconn.Number(err) != dbconn.ErDupEntry {
+					return err
+				}
+				found, err := a.removeConflicts(ctx, tx, o)
+				if err != nil {
+					return err
+				}
+				if len(found) == 0 {
+					return fmt.Errorf("%w: %s holds a value that another row of %s already holds under a unique key over a column recast does not write (a new or generated column): the ALTER cannot be applied to this data",
+						ErrUnresolvable, a.render(o.image), a.cfg.Ghost)
+				}
+				displaced = append(displaced, found...)
+			}
+			return fmt.Errorf("%w: %s still conflicts under a unique key after removing %d row(s)", ErrUnresolvable, a.render(o.image), len(displaced))
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("apply a row to %s: %w", a.cfg.Ghost, err)

@@ -1,10 +1,12 @@
 package pipeline
 
 import (
+	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/recast-osc/recast/internal/testutil"
 )
 
-// TestMain fails the run if a test leaves a goroutine running.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain starts a sandbox for the tests that need one (none under -short)
+// and fails the run if a test leaves a goroutine running.
+func TestMain(m *testing.M) { os.Exit(testutil.NoLeaks(testutil.Main(m, 0))) }

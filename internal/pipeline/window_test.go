@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"slices"
@@ -481,6 +482,49 @@ func TestPartition(t *testing.T) {
 	}
 }
 
+// TestLostConnectionEndsTheSession: a statement whose connection is lost
+// may still run on the server; its session is ended (KILL, then waited for
+// until the processlist no longer shows it) before the statement is tried
+// again on another connection.
+func TestLostConnectionEndsTheSession(t *testing.T) {
+	db, rec := fakeDB(t)
+	a := newApplier(t, db, testConfig())
+	rec.failNext(mysql.ErrInvalidConn)
+	a.Add(ev(1, ins(row(1, "x"))))
+	if err := a.Flush(context.Background()); err != nil {
+		t.Fatalf("Flush after a lost connection: %v", err)
+	}
+	all := rec.all()
+	var got []string
+	for _, s := range all {
+		got = append(got, strings.Fields(s.query)[0])
+	}
+	if want := []string{"REPLACE", "KILL", "REPLACE"}; !slices.Equal(got, want) {
+		t.Fatalf("statements %v, want %v (the lost one, its session ended, then the retry)", got, want)
+	}
+	if want := fmt.Sprintf("KILL %d", rec.failedOn); all[1].query != want {
+		t.Errorf("%q, want %q (the session whose statement was lost)", all[1].query, want)
+	}
+	if s := a.Stats(); s.Statements != 1 || s.Rows != 1 || s.Retries != 1 {
+		t.Errorf("Stats = %+v, want 1 statement, 1 row, 1 retry", s)
+	}
+
+	// A session that cannot be ended fails the flush: the statement is
+	// not tried again while it may still be running.
+	rec.mu.Lock()
+	rec.killErr = &mysql.MySQLError{Number: 1095, Message: "You are not owner of thread"}
+	rec.mu.Unlock()
+	rec.failNext(mysql.ErrInvalidConn)
+	a.Add(ev(2, ins(row(2, "y"))))
+	err := a.Flush(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "ending the applier's session") {
+		t.Fatalf("Flush: %v, want the lost connection and the failed KILL", err)
+	}
+	if n := len(rec.all()); n != 5 {
+		t.Errorf("%d statements, want 5 (no retry after the failed KILL)", n)
+	}
+}
+
 // TestFlushRetriesAndFails: a deadlock is retried; another server error
 // fails the flush and is returned wrapped.
 func TestFlushRetriesAndFails(t *testing.T) {
@@ -527,6 +571,13 @@ type recorder struct {
 	fail     []error
 	inFlight int
 	maxIn    int
+	// sessions: connections opened (each its session id, from 1);
+	// failedOn: the session whose statement an injected error failed last;
+	// running: sessions the processlist shows, ended by KILL.
+	sessions int64
+	failedOn int64
+	running  map[int64]bool
+	killErr  error // what KILL answers
 }
 
 func (r *recorder) maxInFlight() int {
@@ -556,14 +607,22 @@ func fakeDB(t *testing.T) (*sql.DB, *recorder) {
 
 type connector struct{ r *recorder }
 
-func (c connector) Connect(context.Context) (driver.Conn, error) { return conn(c), nil }
-func (connector) Driver() driver.Driver                          { return drv{} }
+func (c connector) Connect(context.Context) (driver.Conn, error) {
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	c.r.sessions++
+	return conn{r: c.r, id: c.r.sessions}, nil
+}
+func (connector) Driver() driver.Driver { return drv{} }
 
 type drv struct{}
 
 func (drv) Open(string) (driver.Conn, error) { return nil, errors.New("use the connector") }
 
-type conn struct{ r *recorder }
+type conn struct {
+	r  *recorder
+	id int64 // its session id
+}
 
 func (conn) Prepare(string) (driver.Stmt, error)      { return nil, errors.New("not supported") }
 func (conn) Close() error                             { return nil }
@@ -584,10 +643,61 @@ func (c conn) ExecContext(_ context.Context, q string, nv []driver.NamedValue) (
 	defer r.mu.Unlock()
 	r.inFlight--
 	r.stmts = append(r.stmts, stmt{strings.TrimPrefix(q, "/* recast */ "), args})
+	if strings.HasPrefix(q, "KILL ") {
+		var id int64
+		if _, err := fmt.Sscanf(q, "KILL %d", &id); err != nil {
+			return nil, err
+		}
+		if r.killErr != nil {
+			return nil, r.killErr
+		}
+		delete(r.running, id)
+		return driver.RowsAffected(0), nil
+	}
 	if len(r.fail) > 0 {
 		err := r.fail[0]
 		r.fail = r.fail[1:]
+		r.failedOn = c.id
 		return nil, err
 	}
 	return driver.RowsAffected(len(args)), nil
+}
+
+// QueryContext answers what the applier asks besides its writes: its
+// session's id, the server's version and whether a session is still in the
+// processlist (r.running).
+func (c conn) QueryContext(_ context.Context, q string, nv []driver.NamedValue) (driver.Rows, error) {
+	q = strings.TrimPrefix(q, "/* recast */ ")
+	switch {
+	case q == "SELECT CONNECTION_ID()":
+		return &fakeRows{vals: []driver.Value{c.id}}, nil
+	case q == "SELECT VERSION()":
+		return &fakeRows{vals: []driver.Value{"10.11.9-MariaDB"}}, nil
+	case strings.HasPrefix(q, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ") && len(nv) == 1:
+		c.r.mu.Lock()
+		defer c.r.mu.Unlock()
+		n := int64(0)
+		if c.r.running[nv[0].Value.(int64)] {
+			n = 1
+		}
+		return &fakeRows{vals: []driver.Value{n}}, nil
+	}
+	return nil, fmt.Errorf("fake: query %q not supported", q)
+}
+
+// fakeRows is one row of one column per value.
+type fakeRows struct {
+	vals []driver.Value
+	next int
+}
+
+func (r *fakeRows) Columns() []string { return []string{"c"} }
+func (r *fakeRows) Close() error      { return nil }
+func (r *fakeRows) Next(dest []driver.Value) error {
+	if r.next >= len(r.vals) {
+		return io.EOF
+	}
+	dest[0] = r.vals[r.next]
+	r.next++
+	return nil
 }
