@@ -176,7 +176,7 @@ func (c *Copier) copyChunkLockFree(ctx context.Context, slot int, lo, hi []any) 
 				// the chunk is tried again.
 				if kerr := dbconn.KillAndWait(context.WithoutCancel(ctx), c.db, connID); kerr != nil {
 					closeRange = false // held changes stay held: the run fails
-					return fmt.Errorf("%w (and ending the chunk's session %d failed: %w)", errNoRetry{err}, connID, kerr)
+					return &dbconn.NotRetryable{Err: fmt.Errorf("%w (and ending the chunk's session %d failed: %w)", err, connID, kerr)}
 				}
 			}
 			return err
@@ -192,10 +192,6 @@ func (c *Copier) copyChunkLockFree(ctx context.Context, slot int, lo, hi []any) 
 		if dbconn.Number(err) != erCheckRead {
 			break
 		}
-	}
-	var nr errNoRetry
-	if errors.As(err, &nr) {
-		return 0, fmt.Errorf("copy chunk after %v: %w", lo, nr.err)
 	}
 	if errors.Is(err, ErrDataChange) {
 		return 0, err
@@ -215,11 +211,6 @@ func (c *Copier) copyChunkLockFree(ctx context.Context, slot int, lo, hi []any) 
 
 // erCheckRead: record changed since the read view (MariaDB snapshot isolation).
 const erCheckRead = 1020
-
-// errNoRetry stops dbconn.Retry: its error is not retryable.
-type errNoRetry struct{ err error }
-
-func (e errNoRetry) Error() string { return e.err.Error() }
 
 func preparedXA(ctx context.Context, conn interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)

@@ -271,12 +271,24 @@ func IsLockTimeout(err error) bool { return Number(err) == ErLockWaitTimeout }
 // Retryable reports errors after which the same statement may simply be run
 // again: lock wait timeout, deadlock, and a lost connection.
 func Retryable(err error) bool {
+	var nr *NotRetryable
+	if errors.As(err, &nr) {
+		return false
+	}
 	switch Number(err) {
 	case ErLockWaitTimeout, ErLockDeadlock, ErServerGone, ErServerLost, ErConnectionKilled:
 		return true
 	}
 	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn)
 }
+
+// NotRetryable is an error Retryable reports false for, whatever it wraps:
+// a lost connection whose statement may still be running on a session that
+// could not be ended must not be tried again.
+type NotRetryable struct{ Err error }
+
+func (e *NotRetryable) Error() string { return e.Err.Error() }
+func (e *NotRetryable) Unwrap() error { return e.Err }
 
 // StatementFateUnknown reports whether err leaves a statement's fate
 // unknown: the session's connection failed, and the server may have run

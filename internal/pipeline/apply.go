@@ -543,8 +543,8 @@ func (a *Applier) writeRuns(ctx context.Context, ops []op, yield bool) error {
 // retry and a later window's newer one (InnoDB need not grant row locks in
 // the order they were asked for) would leave the older image in the ghost
 // for good. The session is ended first (KILL, then waited for until the
-// server has let it go); if that fails, the error returned is not one
-// dbconn.Retry tries again after, and the run fails (resume ends the session).
+// server has let it go); if that fails, the error returned is
+// dbconn.NotRetryable, and the run fails (resume ends the session).
 func (a *Applier) onConn(ctx context.Context, fn func(ctx context.Context, conn *sql.Conn) error) error {
 	conn, err := a.db.Conn(ctx)
 	if err != nil {
@@ -563,7 +563,7 @@ func (a *Applier) onConn(ctx context.Context, fn func(ctx context.Context, conn 
 		return err
 	}
 	if kerr := dbconn.KillAndWait(context.WithoutCancel(ctx), a.db, id); kerr != nil {
-		return fmt.Errorf("%v (and ending the applier's session %d, which may still be running the statement, failed: %v)", err, id, kerr)
+		return &dbconn.NotRetryable{Err: fmt.Errorf("%w (and ending the applier's session %d, which may still be running the statement, failed: %w)", err, id, kerr)}
 	}
 	a.cfg.Logger.Warn("applier: connection lost during a statement; its session was ended before the statement is tried again", "session", id, "err", err)
 	return err
