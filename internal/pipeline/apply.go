@@ -34,6 +34,7 @@ package pipeline
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -556,8 +557,9 @@ func (a *Applier) onConn(ctx context.Context, fn func(ctx context.Context, conn 
 		return err
 	}
 	err = fn(ctx, conn)
-	if err == nil || !dbconn.StatementFateUnknown(err) || !dbconn.Retryable(err) || ctx.Err() != nil {
-		// Not a lost connection (nothing is left running), or one the
+	if err == nil || !dbconn.StatementFateUnknown(err) || errors.Is(err, driver.ErrBadConn) || !dbconn.Retryable(err) || ctx.Err() != nil {
+		// Not a lost connection (nothing is left running); driver.ErrBadConn,
+		// which the driver returns only when nothing was sent; or one the
 		// statement is not tried again after: the run fails, and resume
 		// ends what it left. So does a cancelled ctx.
 		return err

@@ -509,19 +509,30 @@ func TestLostConnectionEndsTheSession(t *testing.T) {
 		t.Errorf("Stats = %+v, want 1 statement, 1 row, 1 retry", s)
 	}
 
+	// driver.ErrBadConn: the driver sent nothing, no session is left
+	// running it: tried again without a KILL.
+	rec.failNext(driver.ErrBadConn)
+	a.Add(ev(2, ins(row(2, "x"))))
+	if err := a.Flush(context.Background()); err != nil {
+		t.Fatalf("Flush after a bad connection: %v", err)
+	}
+	if n := len(rec.all()); n != 5 {
+		t.Errorf("%d statements, want 5 (the bad connection's and its retry: no KILL)", n)
+	}
+
 	// A session that cannot be ended fails the flush: the statement is
 	// not tried again while it may still be running.
 	rec.mu.Lock()
 	rec.killErr = &mysql.MySQLError{Number: 1095, Message: "You are not owner of thread"}
 	rec.mu.Unlock()
 	rec.failNext(mysql.ErrInvalidConn)
-	a.Add(ev(2, ins(row(2, "y"))))
+	a.Add(ev(3, ins(row(3, "y"))))
 	err := a.Flush(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "ending the applier's session") {
 		t.Fatalf("Flush: %v, want the lost connection and the failed KILL", err)
 	}
-	if n := len(rec.all()); n != 5 {
-		t.Errorf("%d statements, want 5 (no retry after the failed KILL)", n)
+	if n := len(rec.all()); n != 7 {
+		t.Errorf("%d statements, want 7 (no retry after the failed KILL)", n)
 	}
 }
 
