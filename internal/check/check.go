@@ -123,7 +123,8 @@ type Input struct {
 	Analysis *ddl.Analysis // the ALTER (check "alter")
 	// Ghost is the new definition, read from a temporary copy (check
 	// "chunk-key"); nil when InnoDB has no temporary table of this kind
-	// (FULLTEXT, partitions): the ghost table is then checked when created.
+	// (FULLTEXT, partitions): the ghost table is then checked when created
+	// (CheckGhost), and ghostLater is set until it is.
 	Ghost    *table.Table
 	GhostCol map[string]Col // lower(ghost column) -> default/extra (check "chunk-key")
 	// GhostUnique are the new definition's unique keys (check "chunk-key").
@@ -131,7 +132,8 @@ type Input struct {
 	Pairs       []ddl.ColumnPair // old -> new columns (check "chunk-key")
 	Key         []string         // the chunk key's columns in the source (check "chunk-key")
 
-	lock *Lock // the per-table lock (check "lock"), held until Release
+	lock       *Lock // the per-table lock (check "lock"), held until Release
+	ghostLater bool
 }
 
 // Col is what SHOW FULL COLUMNS says of a column beyond table.Column.
@@ -209,25 +211,32 @@ func Run(ctx context.Context, in *Input) error {
 		if (in.Scope == Common && c.CopyOnly) || (in.Scope == CopyOnly && !c.CopyOnly) {
 			continue
 		}
-		start := time.Now()
-		err := c.Run(ctx, in)
-		in.logger().Debug("preflight check", "check", c.Name, "took", time.Since(start).Round(time.Millisecond), "err", err)
-		if err == nil {
-			continue
-		}
-		var ce *Error
-		if errors.As(err, &ce) {
-			if ce.Check == "" {
-				ce.Check = c.Name
-			}
-			return ce
-		}
-		if ctx.Err() != nil {
+		if err := runOne(ctx, in, c); err != nil {
 			return err
 		}
-		return fmt.Errorf("preflight check %s: %w", c.Name, err)
 	}
 	return nil
+}
+
+// runOne runs check c; a refusal names it.
+func runOne(ctx context.Context, in *Input, c Check) error {
+	start := time.Now()
+	err := c.Run(ctx, in)
+	in.logger().Debug("preflight check", "check", c.Name, "took", time.Since(start).Round(time.Millisecond), "err", err)
+	if err == nil {
+		return nil
+	}
+	var ce *Error
+	if errors.As(err, &ce) {
+		if ce.Check == "" {
+			ce.Check = c.Name
+		}
+		return ce
+	}
+	if ctx.Err() != nil {
+		return err
+	}
+	return fmt.Errorf("preflight check %s: %w", c.Name, err)
 }
 
 // serverVars are the variables the checks read.

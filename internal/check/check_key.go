@@ -14,14 +14,16 @@ import (
 )
 
 func init() {
-	Register(Check{Name: "chunk-key", Order: 100, CopyOnly: true, Run: checkKey})
+	Register(Check{Name: "chunk-key", Order: keyOrder, CopyOnly: true, Run: checkKey})
 }
 
 // checkKey lets the server build the new definition on a TEMPORARY copy of
 // the table (session-only, not replicated, gone with the session), maps the
 // columns and picks the chunk key: a PRIMARY KEY or a UNIQUE key on NOT NULL
 // columns that old and new table share. It sets in.Ghost, in.GhostCol,
-// in.Pairs and in.Key.
+// in.Pairs and in.Key. InnoDB has no temporary tables with FULLTEXT indexes
+// or partitions: the new definition is then read from the ghost table once
+// it is created (CheckGhost), and the checks that need it run there.
 func checkKey(ctx context.Context, in *Input) error {
 	conn, err := in.DB.Conn(ctx)
 	if err != nil {
@@ -36,17 +38,31 @@ func checkKey(ctx context.Context, in *Input) error {
 	if _, err := conn.ExecContext(ctx, dbconn.Tag+"CREATE TEMPORARY TABLE "+q+" LIKE "+in.quotedTable()); err != nil {
 		// E.g. FULLTEXT indexes or partitions: InnoDB has no temporary
 		// tables with those. The ghost table itself will tell.
-		in.logger().Info("the new definition is checked when the ghost table is created", "reason", mysqlMessage(err))
+		in.ghostLater = true
+		in.logger().Info("the new definition is checked on the ghost table once it is created", "reason", mysqlMessage(err))
 		return nil
 	}
 	if _, err := conn.ExecContext(ctx, dbconn.Tag+"ALTER TABLE "+q+" "+in.Analysis.GhostStatement); err != nil {
 		if n := dbconn.Number(err); n == erNoFulltextTemporary || n == erCreateOptionTemporary {
-			in.logger().Info("the new definition is checked when the ghost table is created", "reason", mysqlMessage(err))
+			in.ghostLater = true
+			in.logger().Info("the new definition is checked on the ghost table once it is created", "reason", mysqlMessage(err))
 			return nil
 		}
 		return refusef("correct the ALTER (it was tried on an empty temporary copy of the table; nothing was changed)",
 			"the server rejects the ALTER: %s", mysqlMessage(err))
 	}
+	err = in.describeGhost(ctx, conn, name)
+	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "DROP TEMPORARY TABLE IF EXISTS "+q)
+	return err
+}
+
+// describeGhost reads the new definition from table name (a temporary copy
+// of conn's session, or the ghost table) and sets in.Ghost, in.GhostCol,
+// in.GhostUnique, in.Pairs and in.Key.
+func (in *Input) describeGhost(ctx context.Context, conn *sql.Conn, name string) error {
+	q := in.quoted(name)
+	// Read with SHOW (LoadTemporary): information_schema does not list
+	// temporary tables on MariaDB 10.11.
 	ghost, err := table.LoadTemporary(ctx, conn, in.Database, name)
 	if err != nil {
 		return err
@@ -59,8 +75,6 @@ func checkKey(ctx context.Context, in *Input) error {
 	if err != nil {
 		return err
 	}
-	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "DROP TEMPORARY TABLE IF EXISTS "+q)
-
 	pairs, err := ddl.Map(in.Source, ghost, in.Analysis)
 	if err != nil {
 		return asRefusal(err)
@@ -72,6 +86,45 @@ func checkKey(ctx context.Context, in *Input) error {
 	in.Ghost, in.GhostCol, in.GhostUnique, in.Pairs, in.Key = ghost, cols, uniques, pairs, key
 	return nil
 }
+
+// GhostLater reports that the new definition could not be built on a
+// temporary table (FULLTEXT, partitions) and awaits CheckGhost.
+func (in *Input) GhostLater() bool { return in.ghostLater }
+
+// CheckGhost runs, on the ghost table name just created (empty), what
+// chunk-key and the checks after it could not run on a temporary copy:
+// the new definition is read from it, and every check ordered after
+// chunk-key runs as in Run. It does nothing when they already ran.
+func CheckGhost(ctx context.Context, in *Input, name string) error {
+	if in == nil || !in.ghostLater {
+		return nil
+	}
+	conn, err := in.DB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := in.describeGhost(ctx, conn, name); err != nil {
+		var ce *Error
+		if errors.As(err, &ce) && ce.Check == "" {
+			ce.Check = "chunk-key"
+		}
+		return err
+	}
+	in.ghostLater = false
+	for _, c := range Checks() {
+		if c.Order <= keyOrder {
+			continue
+		}
+		if err := runOne(ctx, in, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keyOrder is chunk-key's Order: the checks after it read the new definition.
+const keyOrder = 100
 
 // Errors of temporary InnoDB tables that a real table would not raise.
 const (

@@ -141,6 +141,8 @@ func TestChecks(t *testing.T) {
 			alter: "MODIFY ts DATETIME NOT NULL"},
 		{name: "key bigint to double", setup: []string{"CREATE TABLE kd (id BIGINT NOT NULL PRIMARY KEY, x INT)"}, table: "kd",
 			alter: "MODIFY id DOUBLE NOT NULL", check: "key-type", keywords: []string{"PRIMARY KEY (`id`) double (was bigint", "DOUBLE's 53-bit precision"}},
+		{name: "key varbinary to binary", setup: []string{"CREATE TABLE kb (id VARBINARY(16) NOT NULL PRIMARY KEY, x INT)"}, table: "kb",
+			alter: "MODIFY id BINARY(16) NOT NULL", check: "key-type", keywords: []string{"PRIMARY KEY (`id`) binary(16) (was varbinary(16))", "pads values with 0x00"}},
 		{name: "key int to double", setup: []string{"CREATE TABLE kd (id INT NOT NULL PRIMARY KEY, x INT)"}, table: "kd", alter: "MODIFY id DOUBLE NOT NULL"},
 		{name: "widened key text to number", setup: []string{"CREATE TABLE st (id INT NOT NULL PRIMARY KEY, code VARCHAR(10) NOT NULL)", "INSERT INTO st VALUES (1, '01'), (2, '1')"},
 			table: "st", alter: "DROP PRIMARY KEY, ADD PRIMARY KEY (id, code), MODIFY code INT NOT NULL", check: "key-type", keywords: []string{"PRIMARY KEY (`id`, `code`) int", "reads text as a number or a date"}},

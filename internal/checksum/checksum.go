@@ -383,6 +383,17 @@ func convertedExprs(sname, gname string, s, g table.Column) (se, ge string, ok b
 			return "", "", false
 		}
 		return "CAST(" + sq + " AS UNSIGNED)", "CAST(" + gq + " AS UNSIGNED)", true
+	case "binary":
+		// BINARY(n) stores the old value's bytes (a number's text) padded
+		// with 0x00 to n bytes, as CAST to BINARY(n) pads them.
+		switch s.DataType {
+		case "tinyint", "smallint", "mediumint", "int", "bigint", "decimal":
+		default:
+			if !table.IsStringType(s.DataType) {
+				return "", "", false
+			}
+		}
+		return "HEX(CAST(" + sq + " AS BINARY(" + args(g.ColumnType) + ")))", "HEX(" + gq + ")", true
 	}
 	if g.Charset == "" || g.DataType == "enum" || g.DataType == "set" {
 		if (g.DataType == "enum" || g.DataType == "set") && s.Charset != "" {
@@ -413,6 +424,9 @@ func convertedExprs(sname, gname string, s, g table.Column) (se, ge string, ok b
 func comparableTypes(s, g table.Column) bool {
 	if s.ColumnType == g.ColumnType {
 		return true
+	}
+	if g.DataType == "binary" {
+		return false // padded with 0x00 to its length (convertedExprs)
 	}
 	family := func(c table.Column) string {
 		switch c.DataType {

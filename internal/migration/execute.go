@@ -610,13 +610,15 @@ func (m *migrator) applierVars(ctx context.Context) map[string]string {
 
 // convertFrom returns the source column's charset when the ghost column
 // holds characters in another charset (the applier must convert), else "".
+// MySQL's JSON column (no charset) parses text: the image's bytes, bound as
+// _binary, are refused (3144), so text into JSON is given its charset too.
 func convertFrom(source, ghost *table.Table, src, gh string) string {
 	sc := source.Columns[source.ColumnIndex(src)]
 	gi := ghost.ColumnIndex(gh)
 	if sc.Charset == "" || gi < 0 {
 		return ""
 	}
-	if gc := ghost.Columns[gi]; gc.Charset != "" && gc.Charset != sc.Charset {
+	if gc := ghost.Columns[gi]; (gc.Charset != "" && gc.Charset != sc.Charset) || (gc.DataType == "json" && sc.DataType != "json") {
 		return sc.Charset
 	}
 	return ""

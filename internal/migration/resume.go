@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/recast-osc/recast/internal/binlog"
+	"github.com/recast-osc/recast/internal/check"
 	"github.com/recast-osc/recast/internal/checkpoint"
 	"github.com/recast-osc/recast/internal/cutover"
 	"github.com/recast-osc/recast/internal/dbconn"
@@ -34,6 +35,12 @@ func (m *migrator) prepareGhost(ctx context.Context) (*Plan, checkpoint.State, e
 		if _, err := m.db.ExecContext(ctx, dbconn.Tag+s); err != nil {
 			return nil, checkpoint.State{}, fmt.Errorf("create the ghost table: %s: %w", s, err)
 		}
+	}
+	// A new definition InnoDB could not build as a temporary table
+	// (FULLTEXT, partitions) is checked here, on the ghost table while it
+	// is still empty; a refusal drops it again (copyRun.onFailure).
+	if err := check.CheckGhost(ctx, m.checks, GhostName(o.Table)); err != nil {
+		return nil, checkpoint.State{}, err
 	}
 	gt, err := table.Load(ctx, m.db, o.Database, GhostName(o.Table))
 	if err != nil {
@@ -99,6 +106,9 @@ func (m *migrator) resumeGhost(ctx context.Context) (*Plan, checkpoint.State, er
 		return nil, st, fmt.Errorf("--resume: the ghost table %s is gone: run recast cleanup and start over", GhostName(o.Table))
 	}
 	if err != nil {
+		return nil, st, err
+	}
+	if err := check.CheckGhost(ctx, m.checks, GhostName(o.Table)); err != nil {
 		return nil, st, err
 	}
 	plan, err := m.plan(gt)
