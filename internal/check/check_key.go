@@ -87,10 +87,6 @@ func (in *Input) describeGhost(ctx context.Context, conn *sql.Conn, name string)
 	return nil
 }
 
-// GhostLater reports that the new definition could not be built on a
-// temporary table (FULLTEXT, partitions) and awaits CheckGhost.
-func (in *Input) GhostLater() bool { return in.ghostLater }
-
 // CheckGhost runs, on the ghost table name just created (empty), what
 // chunk-key and the checks after it could not run on a temporary copy:
 // the new definition is read from it, and every check ordered after
