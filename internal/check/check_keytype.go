@@ -81,14 +81,16 @@ func KeyConversion(sc, gc table.Column, dst bool) string {
 	if gt == "real" {
 		gt = "double"
 	}
+	if gt == "binary" && !isIntType(st) && !strings.EqualFold(sc.ColumnType, gc.ColumnType) {
+		// The image no longer finds its row: the applier's DELETE of 'ab'
+		// (a DECIMAL's '1.50', a YEAR's '2024') missed 'ab\0…\0', and
+		// 'a' and 'a\0' become one value. An integer is matched through
+		// its padded text (the applier's key template).
+		return "which pads values with 0x00 to its length (BINARY compares the padding)"
+	}
 	switch {
 	case table.IsStringType(st):
 		switch {
-		case gt == "binary" && !strings.EqualFold(sc.ColumnType, gc.ColumnType):
-			// The image's bytes no longer find their row: the applier's
-			// DELETE of 'ab' missed 'ab\0…\0', and the checksum's ranges
-			// by the old values missed the padded rows.
-			return "which pads values with 0x00 to its length (BINARY compares the padding)"
 		case isNumberType(gt) || isTemporalType(gt):
 			return "which reads text as a number or a date ('01' and '1' become 1)"
 		case gt == "enum" || gt == "set":

@@ -544,8 +544,10 @@ func (a *Applier) writeRuns(ctx context.Context, ops []op, yield bool) error {
 // retry and a later window's newer one (InnoDB need not grant row locks in
 // the order they were asked for) would leave the older image in the ghost
 // for good. The session is ended first (KILL, then waited for until the
-// server has let it go); if that fails, the error returned is
-// dbconn.NotRetryable, and the run fails (resume ends the session).
+// server has let it go), also after driver.ErrBadConn, which the driver
+// returns when it sent nothing of the statement at hand but which leaves a
+// transaction's earlier statements (guarded.go) holding their locks. If it
+// cannot be ended, the error is dbconn.NotRetryable and the run fails.
 func (a *Applier) onConn(ctx context.Context, fn func(ctx context.Context, conn *sql.Conn) error) error {
 	conn, err := a.db.Conn(ctx)
 	if err != nil {
@@ -557,17 +559,21 @@ func (a *Applier) onConn(ctx context.Context, fn func(ctx context.Context, conn 
 		return err
 	}
 	err = fn(ctx, conn)
-	if err == nil || !dbconn.StatementFateUnknown(err) || errors.Is(err, driver.ErrBadConn) || !dbconn.Retryable(err) || ctx.Err() != nil {
-		// Not a lost connection (nothing is left running); driver.ErrBadConn,
-		// which the driver returns only when nothing was sent; or one the
-		// statement is not tried again after: the run fails, and resume
-		// ends what it left. So does a cancelled ctx.
+	if err == nil || !dbconn.StatementFateUnknown(err) || !dbconn.Retryable(err) || ctx.Err() != nil {
+		// Not a lost connection (nothing is left running), or one the
+		// statement is not tried again after: the run fails (a cancelled
+		// ctx too), and the server ends the session once it notices.
 		return err
 	}
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // never back to the pool
 	if kerr := dbconn.KillAndWait(context.WithoutCancel(ctx), a.db, id); kerr != nil {
 		return &dbconn.NotRetryable{Err: fmt.Errorf("%w (and ending the applier's session %d, which may still be running the statement, failed: %w)", err, id, kerr)}
 	}
-	a.cfg.Logger.Warn("applier: connection lost during a statement; its session was ended before the statement is tried again", "session", id, "err", err)
+	level := slog.LevelWarn
+	if errors.Is(err, driver.ErrBadConn) {
+		level = slog.LevelDebug // a connection found closed before anything was sent
+	}
+	a.cfg.Logger.Log(ctx, level, "applier: connection lost during a statement; its session was ended before the statement is tried again", "session", id, "err", err)
 	return err
 }
 

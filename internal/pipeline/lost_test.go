@@ -25,6 +25,7 @@ type cutProxy struct {
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
+	closed  bool
 	clients []net.Conn
 	servers []net.Conn
 }
@@ -57,6 +58,12 @@ func (p *cutProxy) accept() {
 			continue
 		}
 		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			c.Close()
+			s.Close()
+			return
+		}
 		p.clients, p.servers = append(p.clients, c), append(p.servers, s)
 		p.mu.Unlock()
 		p.wg.Add(2)
@@ -77,6 +84,7 @@ func (p *cutProxy) cut() {
 func (p *cutProxy) close() {
 	p.ln.Close()
 	p.mu.Lock()
+	p.closed = true
 	for _, c := range append(p.clients, p.servers...) {
 		c.Close()
 	}

@@ -489,35 +489,41 @@ func TestPartition(t *testing.T) {
 func TestLostConnectionEndsTheSession(t *testing.T) {
 	db, rec := fakeDB(t)
 	a := newApplier(t, db, testConfig())
-	rec.failNext(mysql.ErrInvalidConn)
-	a.Add(ev(1, ins(row(1, "x"))))
-	if err := a.Flush(context.Background()); err != nil {
-		t.Fatalf("Flush after a lost connection: %v", err)
+	rec.mu.Lock()
+	rec.lingers = 2 // the killed session shows in the processlist twice more
+	rec.mu.Unlock()
+	kinds := func(from int) []string {
+		var got []string
+		for _, s := range rec.all()[from:] {
+			got = append(got, strings.Fields(s.query)[0])
+		}
+		return got
 	}
-	all := rec.all()
-	var got []string
-	for _, s := range all {
-		got = append(got, strings.Fields(s.query)[0])
+	for i, lost := range []error{mysql.ErrInvalidConn, driver.ErrBadConn} {
+		from := len(rec.all())
+		rec.failNext(lost)
+		a.Add(ev(uint32(10*i+1), ins(row(int64(i+1), "x"))))
+		if err := a.Flush(context.Background()); err != nil {
+			t.Fatalf("Flush after %v: %v", lost, err)
+		}
+		if got, want := kinds(from), []string{"REPLACE", "KILL", "REPLACE"}; !slices.Equal(got, want) {
+			t.Fatalf("after %v: statements %v, want %v (the lost one, its session ended, then the retry)", lost, got, want)
+		}
+		rec.mu.Lock()
+		kill, failedOn, on, polls := rec.stmts[from+1].query, rec.failedOn, slices.Clone(rec.on[from:]), rec.polls
+		rec.mu.Unlock()
+		if want := fmt.Sprintf("KILL %d", failedOn); kill != want {
+			t.Errorf("after %v: %q, want %q (the session whose statement was lost)", lost, kill, want)
+		}
+		if on[0] != failedOn || on[2] == failedOn {
+			t.Errorf("after %v: sessions %v: the retry ran on the lost session %d", lost, on, failedOn)
+		}
+		if polls < 3*(i+1) {
+			t.Errorf("after %v: the processlist was read %d times in all: the retry did not wait for the killed session to go", lost, polls)
+		}
 	}
-	if want := []string{"REPLACE", "KILL", "REPLACE"}; !slices.Equal(got, want) {
-		t.Fatalf("statements %v, want %v (the lost one, its session ended, then the retry)", got, want)
-	}
-	if want := fmt.Sprintf("KILL %d", rec.failedOn); all[1].query != want {
-		t.Errorf("%q, want %q (the session whose statement was lost)", all[1].query, want)
-	}
-	if s := a.Stats(); s.Statements != 1 || s.Rows != 1 || s.Retries != 1 {
-		t.Errorf("Stats = %+v, want 1 statement, 1 row, 1 retry", s)
-	}
-
-	// driver.ErrBadConn: the driver sent nothing, no session is left
-	// running it: tried again without a KILL.
-	rec.failNext(driver.ErrBadConn)
-	a.Add(ev(2, ins(row(2, "x"))))
-	if err := a.Flush(context.Background()); err != nil {
-		t.Fatalf("Flush after a bad connection: %v", err)
-	}
-	if n := len(rec.all()); n != 5 {
-		t.Errorf("%d statements, want 5 (the bad connection's and its retry: no KILL)", n)
+	if s := a.Stats(); s.Statements != 2 || s.Rows != 2 || s.Retries != 2 {
+		t.Errorf("Stats = %+v, want 2 statements, 2 rows, 2 retries", s)
 	}
 
 	// A session that cannot be ended fails the flush: the statement is
@@ -525,14 +531,15 @@ func TestLostConnectionEndsTheSession(t *testing.T) {
 	rec.mu.Lock()
 	rec.killErr = &mysql.MySQLError{Number: 1095, Message: "You are not owner of thread"}
 	rec.mu.Unlock()
+	from := len(rec.all())
 	rec.failNext(mysql.ErrInvalidConn)
-	a.Add(ev(3, ins(row(3, "y"))))
+	a.Add(ev(30, ins(row(3, "y"))))
 	err := a.Flush(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "ending the applier's session") {
 		t.Fatalf("Flush: %v, want the lost connection and the failed KILL", err)
 	}
-	if n := len(rec.all()); n != 7 {
-		t.Errorf("%d statements, want 7 (no retry after the failed KILL)", n)
+	if got, want := kinds(from), []string{"REPLACE", "KILL"}; !slices.Equal(got, want) {
+		t.Errorf("statements %v, want %v (no retry after the failed KILL)", got, want)
 	}
 }
 
@@ -582,12 +589,16 @@ type recorder struct {
 	fail     []error
 	inFlight int
 	maxIn    int
-	// sessions: connections opened (each its session id, from 1);
-	// failedOn: the session whose statement an injected error failed last;
-	// running: sessions the processlist shows, ended by KILL.
+	// sessions: connections opened (each its session id, from 1); on:
+	// the session of each of stmts; failedOn: the session whose statement
+	// an injected error failed last; lingers: how many processlist reads
+	// a killed session still shows in (killed: those reads left, per id).
 	sessions int64
+	on       []int64
 	failedOn int64
-	running  map[int64]bool
+	lingers  int
+	killed   map[int64]int
+	polls    int   // processlist reads
 	killErr  error // what KILL answers
 }
 
@@ -654,6 +665,7 @@ func (c conn) ExecContext(_ context.Context, q string, nv []driver.NamedValue) (
 	defer r.mu.Unlock()
 	r.inFlight--
 	r.stmts = append(r.stmts, stmt{strings.TrimPrefix(q, "/* recast */ "), args})
+	r.on = append(r.on, c.id)
 	if strings.HasPrefix(q, "KILL ") {
 		var id int64
 		if _, err := fmt.Sscanf(q, "KILL %d", &id); err != nil {
@@ -662,7 +674,10 @@ func (c conn) ExecContext(_ context.Context, q string, nv []driver.NamedValue) (
 		if r.killErr != nil {
 			return nil, r.killErr
 		}
-		delete(r.running, id)
+		if r.killed == nil {
+			r.killed = map[int64]int{}
+		}
+		r.killed[id] = r.lingers
 		return driver.RowsAffected(0), nil
 	}
 	if len(r.fail) > 0 {
@@ -687,8 +702,10 @@ func (c conn) QueryContext(_ context.Context, q string, nv []driver.NamedValue) 
 	case strings.HasPrefix(q, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ") && len(nv) == 1:
 		c.r.mu.Lock()
 		defer c.r.mu.Unlock()
-		n := int64(0)
-		if c.r.running[nv[0].Value.(int64)] {
+		c.r.polls++
+		id, n := nv[0].Value.(int64), int64(0)
+		if left, ok := c.r.killed[id]; ok && left > 0 {
+			c.r.killed[id] = left - 1
 			n = 1
 		}
 		return &fakeRows{vals: []driver.Value{n}}, nil
