@@ -21,6 +21,9 @@ func checkNotNull(ctx context.Context, in *Input) error {
 	if in.Ghost == nil {
 		return nil
 	}
+	if err := newNotNullNoDefault(in); err != nil {
+		return err
+	}
 	for _, p := range in.Pairs {
 		sc := in.Source.Columns[in.Source.ColumnIndex(p.Source)]
 		gc := in.Ghost.Columns[in.Ghost.ColumnIndex(p.Ghost)]
@@ -111,4 +114,30 @@ func isNumber(s string) bool {
 		}
 	}
 	return true
+}
+
+// newNotNullNoDefault refuses a new NOT NULL column without a DEFAULT
+// (neither generated nor AUTO_INCREMENT): the server's ALTER gives the
+// existing rows the type's implicit default (0, ”, the zero date), where
+// the copy, which does not name the column, met warning 1364 on each row
+// and stopped after creating the ghost table, and the strict applier
+// failed on the first row written.
+func newNotNullNoDefault(in *Input) error {
+	paired := map[string]bool{}
+	for _, p := range in.Pairs {
+		paired[strings.ToLower(p.Ghost)] = true
+	}
+	for _, gc := range in.Ghost.Columns {
+		name := strings.ToLower(gc.Name)
+		if paired[name] || gc.Nullable || gc.Generated || gc.AutoIncrement {
+			continue
+		}
+		if x, ok := in.GhostCol[name]; !ok || x.Default.Valid || x.AutoIncrement || x.Generated {
+			continue
+		}
+		return refusef(fmt.Sprintf("give it a DEFAULT (ADD COLUMN %s %s NOT NULL DEFAULT ...), or let it be NULL", table.QuoteIdent(gc.Name), gc.ColumnType),
+			"new column %s %s is NOT NULL without a DEFAULT: the server's ALTER fills the existing rows with the type's implicit default, which recast's strict copy and applier do not write",
+			table.QuoteIdent(gc.Name), gc.ColumnType)
+	}
+	return nil
 }

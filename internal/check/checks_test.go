@@ -147,6 +147,8 @@ func TestChecks(t *testing.T) {
 			alter: "MODIFY d ENUM('0','1','2') NULL", check: "number-text", keywords: []string{"column `d` decimal(3,0) becomes enum('0','1','2')", "member's index"}},
 		{name: "int to set", setup: []string{"CREATE TABLE ne (id INT NOT NULL PRIMARY KEY, i INT NULL)"}, table: "ne",
 			alter: "MODIFY i SET('1','2') NULL", check: "number-text"},
+		{name: "new not null without default", alter: "ADD COLUMN nn INT NOT NULL", check: "not-null", keywords: []string{"new column `nn` int", "NOT NULL without a DEFAULT"}},
+		{name: "new not null with default", alter: "ADD COLUMN nn INT NOT NULL DEFAULT 0, ADD COLUMN nt TEXT NULL"},
 		{name: "key int to double", setup: []string{"CREATE TABLE kd (id INT NOT NULL PRIMARY KEY, x INT)"}, table: "kd", alter: "MODIFY id DOUBLE NOT NULL"},
 		{name: "widened key text to number", setup: []string{"CREATE TABLE st (id INT NOT NULL PRIMARY KEY, code VARCHAR(10) NOT NULL)", "INSERT INTO st VALUES (1, '01'), (2, '1')"},
 			table: "st", alter: "DROP PRIMARY KEY, ADD PRIMARY KEY (id, code), MODIFY code INT NOT NULL", check: "key-type", keywords: []string{"PRIMARY KEY (`id`, `code`) int", "reads text as a number or a date"}},
